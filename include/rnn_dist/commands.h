@@ -1,0 +1,14 @@
+// The subcommands of the rnn_dist program. Each takes its arguments (without the program and subcommand
+// names) and returns the process exit code; errors are thrown as rnn_dist::Error / InputError.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace rnn_dist {
+
+using Args = std::vector<std::string>;
+
+int cmd_info(const Args& args);
+
+}  // namespace rnn_dist
