@@ -1,2 +1,294 @@
-// placeholder
-int main() { return 0; }
+// rnn_prep: turns text files into rnn_dist sequence files (train.h5, valid.h5, test.h5; docs/data-format.md).
+// Pass 1 streams the inputs to count the training split's tokens and build the vocabulary; pass 2 streams
+// them again, tokenizes every record and hands the sequences to one SequenceWriter per split, which spools
+// tokens to disk. The files are written only at the very end, and removed again if any of them fails.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <iomanip>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/program_options.hpp>
+
+#include "rnn_dist/dataset.h"
+#include "rnn_dist/error.h"
+#include "rnn_dist/records.h"
+#include "rnn_dist/stats.h"
+#include "rnn_dist/tokenizer.h"
+
+namespace po = boost::program_options;
+using namespace rnn_dist;
+
+namespace {
+
+struct Options {
+  std::vector<std::string> inputs;
+  std::string output_dir;
+  RecordOptions records;
+  std::string tokenizer;
+  bool tokenizer_given = false;
+  int64_t min_count = 1;
+  int64_t max_vocab = 0;
+  std::string vocab_from;
+  int64_t max_len = 0;
+  double valid_fraction = 0.05;
+  double test_fraction = 0.0;
+  uint64_t seed = 1;
+  int compress = 0;
+};
+
+enum Split { kTrain, kValid, kTest, kNumSplits };
+const char* const kSplitNames[kNumSplits] = {"train", "valid", "test"};
+
+// Parses the command line; returns nothing when --help was given.
+std::optional<Options> parse_options(int argc, char** argv) {
+  Options o;
+  std::string format;
+  po::options_description desc(
+      "usage: rnn_prep --input FILE... --output-dir DIR [options]\n"
+      "Tokenizes text files into rnn_dist sequence files DIR/train.h5, DIR/valid.h5 and DIR/test.h5\n"
+      "(an empty split other than train is not written). Every sequence is <s> tokens... </s>.\n\noptions",
+      100);
+  // clang-format off
+  desc.add_options()
+      ("help,h", "print this help and exit")
+      ("input,i", po::value(&o.inputs)->multitoken()->required(),
+       "input text files (also accepted as positional arguments)")
+      ("output-dir,o", po::value(&o.output_dir)->required(),
+       "directory for train.h5, valid.h5, test.h5 (created if missing)")
+      ("format", po::value(&format)->default_value("lines"),
+       "input format: lines (one record per line), records (records separated by a line holding only "
+       "--record-sep, the fortune file format) or jsonl (one JSON object per line, text in --text-field)")
+      ("record-sep", po::value(&o.records.separator)->default_value("%"),
+       "record separator line for --format records")
+      ("text-field", po::value(&o.records.text_field)->default_value("text"),
+       "string member holding the text for --format jsonl")
+      ("tokenizer", po::value(&o.tokenizer)->default_value("char"),
+       "char (UTF-8 code points), byte (fixed 260-entry vocabulary) or word (split at whitespace, each ASCII "
+       "punctuation character a token); with --vocab-from the default is that file's tokenizer")
+      ("utf8-replace", po::bool_switch(&o.records.utf8_replace),
+       "replace ill-formed UTF-8 with U+FFFD instead of failing")
+      ("min-count", po::value(&o.min_count)->default_value(1),
+       "char/word: leave tokens seen fewer times in the training split out of the vocabulary")
+      ("max-vocab", po::value(&o.max_vocab)->default_value(0),
+       "char/word: keep at most this many vocabulary entries, the 4 reserved ones included (0 = unlimited)")
+      ("vocab-from", po::value(&o.vocab_from)->default_value("", "none"),
+       "reuse the tokenizer and vocabulary of this sequence file instead of building one")
+      ("max-len", po::value(&o.max_len)->default_value(0),
+       "split records longer than this many tokens into pieces, each with its own <s> ... </s> (0 = off)")
+      ("valid-fraction", po::value(&o.valid_fraction)->default_value(0.05, "0.05"), "fraction of records for valid.h5")
+      ("test-fraction", po::value(&o.test_fraction)->default_value(0.0, "0"), "fraction of records for test.h5")
+      ("seed", po::value(&o.seed)->default_value(1),
+       "seed of the split: a record's split is a hash of (seed, record index)")
+      ("compress", po::value(&o.compress)->default_value(0), "deflate level 0-9 for /tokens (0 = none)");
+  // clang-format on
+  po::positional_options_description positional;
+  positional.add("input", -1);
+  po::variables_map vm;
+  po::store(po::command_line_parser(argc, argv).options(desc).positional(positional).run(), vm);
+  if (vm.count("help")) {
+    std::cout << desc << "\nExit status: 0 on success, 2 for bad options or input (one line on stderr).\n";
+    return std::nullopt;
+  }
+  po::notify(vm);
+  o.tokenizer_given = !vm["tokenizer"].defaulted();
+  o.records.format = parse_record_format(format);
+  if (o.tokenizer_given || o.vocab_from.empty()) {
+    try {
+      parse_tokenizer_kind(o.tokenizer);
+    } catch (const InputError& e) {
+      throw InputError(cat("--tokenizer: ", e.what()));
+    }
+  }
+  if (o.records.separator.empty() || o.records.separator.find('\n') != std::string::npos)
+    throw InputError("--record-sep: must be a non-empty single line");
+  if (o.min_count < 1) throw InputError(cat("--min-count: must be at least 1, got ", o.min_count));
+  if (o.max_vocab != 0 && o.max_vocab <= kNumReserved)
+    throw InputError(
+        cat("--max-vocab: must be 0 or above ", kNumReserved, " (the reserved tokens), got ", o.max_vocab));
+  if (o.max_len < 0) throw InputError(cat("--max-len: must be 0 or positive, got ", o.max_len));
+  if (!(o.valid_fraction >= 0 && o.valid_fraction < 1))
+    throw InputError(cat("--valid-fraction: must be in [0, 1), got ", o.valid_fraction));
+  if (!(o.test_fraction >= 0 && o.test_fraction < 1))
+    throw InputError(cat("--test-fraction: must be in [0, 1), got ", o.test_fraction));
+  if (o.valid_fraction + o.test_fraction >= 1)
+    throw InputError("--valid-fraction, --test-fraction: together they must leave records for training");
+  if (o.compress < 0 || o.compress > 9) throw InputError(cat("--compress: must be 0-9, got ", o.compress));
+  return o;
+}
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// A record's split depends only on (seed, record index), so it is stable across runs and options.
+Split split_of(const Options& o, uint64_t record_index) {
+  double u = static_cast<double>(splitmix64(splitmix64(o.seed) ^ record_index) >> 11) * 0x1.0p-53;
+  if (u < o.valid_fraction) return kValid;
+  if (u < o.valid_fraction + o.test_fraction) return kTest;
+  return kTrain;
+}
+
+// Calls f(record, split) for every record of every input, in input order.
+template <class F>
+uint64_t for_each_record(const Options& o, F&& f) {
+  uint64_t index = 0, bytes = 0;
+  for (const auto& path : o.inputs) {
+    RecordReader reader(path, o.records);
+    Record r;
+    while (reader.next(r)) f(r, TextSource{path, r.offset}, split_of(o, index++));
+    bytes += reader.bytes_read();
+  }
+  return bytes;
+}
+
+Tokenizer make_tokenizer(const Options& o) {
+  const bool replace = o.records.utf8_replace;
+  if (!o.vocab_from.empty()) {
+    SequenceFile f = SequenceFile::open(o.vocab_from);
+    if (o.tokenizer_given && f.tokenizer() != o.tokenizer)
+      throw InputError(cat(o.vocab_from, ": --vocab-from file has tokenizer '", f.tokenizer(), "' but --tokenizer is '",
+                           o.tokenizer, "'"));
+    return Tokenizer::from_file(f, replace);
+  }
+  TokenizerKind kind = parse_tokenizer_kind(o.tokenizer);
+  if (kind == TokenizerKind::byte) return Tokenizer(o.tokenizer, byte_vocab(), replace);
+  VocabCounter counter(kind, replace);
+  for_each_record(o, [&](const Record& r, const TextSource& src, Split split) {
+    if (split == kTrain) counter.add(r.text, src);
+  });
+  return Tokenizer(o.tokenizer, counter.vocab(o.min_count, o.max_vocab), replace);
+}
+
+struct SplitStats {
+  int64_t records = 0;  // non-empty records
+  int64_t content_tokens = 0;
+  int64_t unknown = 0;
+};
+
+int run(const Options& o) {
+  for (const auto& path : o.inputs) RecordReader check(path, o.records);  // fail on a missing input up front
+  std::error_code ec;
+  std::filesystem::create_directories(o.output_dir, ec);
+  if (ec) throw InputError(cat(o.output_dir, ": cannot create the output directory: ", ec.message()));
+
+  Tokenizer tok = make_tokenizer(o);
+
+  const double fractions[kNumSplits] = {1, o.valid_fraction, o.test_fraction};
+  std::string paths[kNumSplits];
+  std::unique_ptr<SequenceWriter> writers[kNumSplits];
+  for (int s = 0; s < kNumSplits; ++s) {
+    paths[s] = (std::filesystem::path(o.output_dir) / cat(kSplitNames[s], ".h5")).string();
+    if (fractions[s] > 0) writers[s] = std::make_unique<SequenceWriter>(paths[s], tok.name(), o.compress);
+  }
+
+  SplitStats stats[kNumSplits];
+  int64_t records = 0, empty = 0, split_records = 0, pieces = 0;
+  std::vector<int32_t> seq, piece;
+  const uint64_t bytes = for_each_record(o, [&](const Record& r, const TextSource& src, Split split) {
+    ++records;
+    seq.assign(1, kBosId);
+    int64_t unk = tok.encode(r.text, seq, src);
+    const int64_t n = static_cast<int64_t>(seq.size()) - 1;
+    if (n == 0) {
+      ++empty;
+      return;
+    }
+    SplitStats& st = stats[split];
+    ++st.records;
+    st.content_tokens += n;
+    st.unknown += unk;
+    if (o.max_len == 0 || n <= o.max_len) {
+      seq.push_back(kEosId);
+      writers[split]->add(seq);
+      return;
+    }
+    ++split_records;
+    for (int64_t at = 1; at <= n; at += o.max_len) {
+      int64_t len = std::min(o.max_len, n + 1 - at);
+      piece.assign(1, kBosId);
+      piece.insert(piece.end(), seq.begin() + at, seq.begin() + at + len);
+      piece.push_back(kEosId);
+      writers[split]->add(piece);
+      ++pieces;
+    }
+  });
+
+  if (writers[kTrain]->num_sequences() == 0)
+    throw InputError(cat("--input: the training split is empty (", records, " records read, ", empty,
+                         " empty; check --format, --valid-fraction and --test-fraction)"));
+
+  // Write all splits, and take every written one back if a later one fails.
+  std::vector<std::string> written;
+  try {
+    for (int s = 0; s < kNumSplits; ++s) {
+      if (!writers[s] || writers[s]->num_sequences() == 0) continue;
+      writers[s]->finish(tok.vocab());
+      written.push_back(paths[s]);
+    }
+  } catch (...) {
+    for (const auto& p : written) std::remove(p.c_str());
+    throw;
+  }
+  // A split file left by an earlier run would not match the new ones.
+  bool stale_removed[kNumSplits] = {};
+  for (int s = 0; s < kNumSplits; ++s)
+    if (!writers[s] || writers[s]->num_sequences() == 0) stale_removed[s] = std::filesystem::remove(paths[s], ec);
+
+  std::cout << "rnn_prep: " << o.inputs.size() << " input file(s), " << bytes << " bytes, format "
+            << (o.records.format == RecordFormat::lines     ? "lines"
+                : o.records.format == RecordFormat::records ? "records"
+                                                            : "jsonl")
+            << ", tokenizer " << tok.name() << "\n"
+            << "records:    " << records << " read, " << empty << " empty dropped";
+  if (o.max_len > 0)
+    std::cout << ", " << split_records << " longer than --max-len " << o.max_len << " split into " << pieces
+              << " pieces";
+  std::cout << "\n"
+            << "vocabulary: " << tok.vocab_size() << " entries"
+            << (o.vocab_from.empty() ? (tok.kind() == TokenizerKind::byte ? " (fixed)" : " (from the training split)")
+                                     : cat(" (from ", o.vocab_from, ")"))
+            << "\n";
+  for (int s = 0; s < kNumSplits; ++s) {
+    std::cout << std::left << std::setw(7) << cat(kSplitNames[s], ":");
+    if (!writers[s] || writers[s]->num_sequences() == 0) {
+      std::cout << "empty, not written";
+      if (stale_removed[s]) std::cout << " (removed the stale " << paths[s] << ")";
+      std::cout << "\n";
+      continue;
+    }
+    const SplitStats& st = stats[s];
+    double unk_rate =
+        st.content_tokens ? 100.0 * static_cast<double>(st.unknown) / static_cast<double>(st.content_tokens) : 0;
+    std::cout << writers[s]->num_sequences() << " sequences from " << st.records << " records, "
+              << writers[s]->num_tokens() << " tokens, unknown-token rate " << std::fixed << std::setprecision(3)
+              << unk_rate << "% -> " << paths[s] << "\n"
+              << "        lengths: " << length_summary(writers[s]->lengths()) << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    std::optional<Options> o = parse_options(argc, argv);
+    return o ? run(*o) : 0;
+  } catch (const po::error& e) {
+    std::cerr << "rnn_prep: error: " << e.what() << " (see rnn_prep --help)\n";
+    return 2;
+  } catch (const Error& e) {
+    std::cerr << "rnn_prep: error: " << e.what() << "\n";
+    return e.exit_code();
+  } catch (const std::exception& e) {
+    std::cerr << "rnn_prep: error: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -197,6 +197,10 @@ void SequenceWriter::finish(const std::vector<std::string>& vocab) {
   }
   out.commit();
   finished_ = true;
+  // The spool has served its purpose: free its disk space now rather than when the writer dies.
+  ::close(spool_fd_);
+  spool_fd_ = -1;
+  ::unlink(spool_path_.c_str());
 }
 
 }  // namespace rnn_dist

@@ -1,0 +1,130 @@
+// CPU reference kernels of the model (packed-batch LSTM layer, embedding, linear, cross-entropy, dropout
+// mask), templated on the scalar type: float for training, double for finite-difference tests. They are the
+// oracle the GPU and multi-rank paths are checked against. All matrices are row-major; every matrix product
+// goes through BLAS.
+//
+// Gradient convention: weight and bias gradients are ACCUMULATED (+=) into caller-zeroed buffers; gradients
+// with respect to inputs and initial states (dx, dh0, dc0) are OVERWRITTEN.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <type_traits>
+#include <vector>
+
+namespace rnn_dist::cpu {
+
+// A packed batch, as cuDNN's CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED and PyTorch's PackedSequence: sequences
+// sorted longest first; step t holds the first batch_sizes[t] sequences, whose rows are contiguous from
+// step_offset[t]. Since lengths do not increase, the sequences active at step t are a prefix of those active
+// at step t-1.
+struct Packing {
+  std::vector<int> lengths;          // B entries, non-increasing, >= 1
+  std::vector<int> batch_sizes;      // T = lengths[0] entries
+  std::vector<int64_t> step_offset;  // T+1 entries; step_offset[T] = rows = sum of lengths
+
+  // Throws rnn_dist::Error if lengths is empty, not non-increasing, or holds a length below 1.
+  static Packing from_lengths(std::span<const int> lengths);
+
+  int batch() const { return static_cast<int>(lengths.size()); }
+  int steps() const { return static_cast<int>(batch_sizes.size()); }
+  int64_t rows() const { return step_offset.back(); }
+  // Packed row of sequence b at step t (requires t < lengths[b]).
+  int64_t row(int t, int b) const { return step_offset[t] + b; }
+};
+
+// A pointer argument that may be nullptr. It takes no part in deducing T (which comes from the other
+// arguments), so that a plain nullptr can be passed without naming T.
+template <class T>
+using Nullable = std::type_identity_t<T*>;
+
+// C = alpha * op(A) * op(B) + beta * C (row-major; op(A) is m x k, op(B) is k x n), via cblas_sgemm/dgemm.
+template <class T>
+void gemm(bool trans_a, bool trans_b, int m, int n, int k, std::type_identity_t<T> alpha, const T* a, int lda,
+          const T* b, int ldb, std::type_identity_t<T> beta, T* c, int ldc);
+
+// One LSTM layer's weights, gate order i, f, g, o (as PyTorch nn.LSTM): w_ih is 4H x I, w_hh is 4H x H,
+// b_ih and b_hh are 4H each.
+template <class T>
+struct LstmLayerParams {
+  const T* w_ih;
+  const T* w_hh;
+  const T* b_ih;
+  const T* b_hh;
+  int input;
+  int hidden;
+};
+
+// Gradient buffers shaped as LstmLayerParams; the backward pass adds into them.
+template <class T>
+struct LstmLayerGrads {
+  T* w_ih;
+  T* w_hh;
+  T* b_ih;
+  T* b_hh;
+};
+
+// What one layer's forward pass keeps for its backward pass, in caller-owned memory.
+template <class T>
+struct LstmLayerCache {
+  T* gates;   // rows x 4H: i, f, g, o after their nonlinearity
+  T* cell;    // rows x H: c_t
+  T* h_prev;  // rows x H: h_{t-1} of each row, so that dW_hh is a single GEMM
+};
+
+// Elements of one layer's cache (gates + cell + h_prev).
+size_t lstm_cache_elems(int64_t rows, int hidden);
+// Carves a cache out of one block of lstm_cache_elems(rows, hidden) elements.
+template <class T>
+LstmLayerCache<T> lstm_cache_view(T* base, int64_t rows, int hidden);
+// Elements of the workspace lstm_layer_backward needs.
+size_t lstm_backward_workspace_elems(int64_t rows, int batch, int hidden);
+
+// Forward pass of one layer over a packed batch.
+// x: rows x input. h0, c0: B x H initial states, nullptr for zeros. y: rows x H outputs.
+// hn, cn: B x H final states, each sequence's taken at its own last step (nullptr = not needed).
+template <class T>
+void lstm_layer_forward(const Packing& packing, const LstmLayerParams<T>& p, const T* x, Nullable<const T> h0,
+                        Nullable<const T> c0, T* y, Nullable<T> hn, Nullable<T> cn, LstmLayerCache<T> cache);
+
+// Backward pass of one layer, given the forward's inputs and cache.
+// dy: rows x H (nullptr = 0). dhn, dcn: B x H gradients w.r.t. the final states (nullptr = 0).
+// dx: rows x input; dh0, dc0: B x H (each nullptr = not needed; otherwise overwritten).
+// h0 is not read (cache.h_prev holds it); it is taken so that both passes get the same inputs.
+// workspace: lstm_backward_workspace_elems(rows, batch, hidden) elements.
+template <class T>
+void lstm_layer_backward(const Packing& packing, const LstmLayerParams<T>& p, const T* x, Nullable<const T> h0,
+                         Nullable<const T> c0, LstmLayerCache<T> cache, Nullable<const T> dy, Nullable<const T> dhn,
+                         Nullable<const T> dcn, Nullable<T> dx, Nullable<T> dh0, Nullable<T> dc0,
+                         LstmLayerGrads<T> grads, T* workspace);
+
+// Embedding lookup: out[r] = table[ids[r]] (rows x dim). ids must lie inside the table.
+template <class T>
+void embedding_forward(const int32_t* ids, int64_t rows, const T* table, int dim, T* out);
+// dtable[ids[r]] += dout[r]; repeated ids accumulate.
+template <class T>
+void embedding_backward(const int32_t* ids, int64_t rows, const T* dout, int dim, T* dtable);
+
+// y = x W^T + b, with x: rows x in, W: out x in, b: out, y: rows x out.
+template <class T>
+void linear_forward(const T* x, int64_t rows, int in, const T* w, const T* b, int out, T* y);
+// dx = dy W (overwritten; nullptr = skip), dW += dy^T x, db += column sums of dy.
+template <class T>
+void linear_backward(const T* x, int64_t rows, int in, const T* w, int out, const T* dy, Nullable<T> dx, T* dw,
+                     T* db);
+
+// Log-softmax cross-entropy of each row of logits (rows x vocab) against its target. Returns the SUM of the
+// negative log-likelihoods. If dlogits is not nullptr, writes dlogits = (softmax - onehot) * grad_scale, the
+// gradient of grad_scale * sum; dlogits may alias logits. Throws rnn_dist::Error for a target outside
+// [0, vocab).
+template <class T>
+double cross_entropy(const T* logits, int64_t rows, int vocab, const int32_t* targets, Nullable<T> dlogits,
+                     std::type_identity_t<T> grad_scale);
+
+// Dropout with a given mask (entries 0 or 1/(1-p)): y = x * mask, elementwise; y may alias x. The same call
+// serves the forward pass and the backward pass.
+template <class T>
+void apply_mask(const T* x, const T* mask, int64_t n, T* y);
+
+}  // namespace rnn_dist::cpu

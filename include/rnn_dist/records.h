@@ -1,0 +1,74 @@
+// Record readers of rnn_prep: stream the records of one input file (one per line, fortune-style records
+// between separator lines, or a string field of JSON Lines) without holding the file in memory.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace rnn_dist {
+
+enum class RecordFormat { lines, records, jsonl };
+
+// "lines", "records" or "jsonl"; anything else is an InputError.
+RecordFormat parse_record_format(std::string_view name);
+
+struct RecordOptions {
+  RecordFormat format = RecordFormat::lines;
+  std::string separator = "%";      // records: a line holding only this ends a record
+  std::string text_field = "text";  // jsonl: the top-level string member holding the text
+  bool utf8_replace = false;        // jsonl: ill-formed UTF-8 and lone surrogates become U+FFFD
+};
+
+struct Record {
+  std::string_view text;  // valid until the next call of next()
+  int64_t line = 0;       // 1-based line of the file where the record starts
+  // Byte offset of the record in the file. For lines and records, text is exactly the file's bytes from
+  // here, so offset + position in text is the file position; for jsonl it is where the line starts.
+  uint64_t offset = 0;
+};
+
+// Reads one file record by record:
+//  lines:   every line is a record (an empty line is an empty record); a last line needs no '\n'.
+//  records: records are separated by lines holding only the separator; a record's text is its lines
+//           joined with '\n' (no trailing newline); a final separator is optional; a record must fit
+//           in memory.
+//  jsonl:   every non-blank line is a JSON object; the record is its text_field string. The line must be
+//           valid UTF-8 (JSON text is), checked here so errors can name the file position.
+// Errors are InputError "<path>: ..." naming the line.
+class RecordReader {
+ public:
+  RecordReader(std::string path, RecordOptions options);
+  RecordReader(const RecordReader&) = delete;
+  RecordReader& operator=(const RecordReader&) = delete;
+  ~RecordReader();
+
+  const std::string& path() const { return path_; }
+  // The next record, or false at the end of the file.
+  bool next(Record& record);
+  // Bytes of the file consumed so far.
+  uint64_t bytes_read() const { return consumed_; }
+
+ private:
+  bool next_line(std::string_view& line, uint64_t& offset);
+  std::string path_;
+  RecordOptions options_;
+  int fd_ = -1;
+  std::vector<char> buf_;
+  size_t begin_ = 0, end_ = 0;  // unconsumed bytes of buf_
+  bool eof_ = false;
+  uint64_t consumed_ = 0;
+  int64_t line_ = 0;
+  std::string text_;   // records and jsonl: the current record's text
+  std::string fixed_;  // jsonl: the line with ill-formed UTF-8 replaced
+};
+
+// Parses one JSON object (json, a whole JSONL line) and stores the value of its top-level member `field`
+// in out (unescaped, \uXXXX surrogate pairs combined; lone surrogates become U+FFFD when replace is set).
+// Returns false if there is no such member (the last one wins when repeated). Malformed JSON, a non-string
+// value or a lone surrogate throws InputError "<where>: ..." naming the column.
+bool json_string_field(std::string_view json, std::string_view field, std::string& out, std::string_view where,
+                       bool replace = false);
+
+}  // namespace rnn_dist

@@ -1,0 +1,81 @@
+// Device-tagged memory: Device names where data lives, Buffer owns a block allocated by a Backend (and
+// frees it there), Tensor is a shaped float32 array over a Buffer. There is no default device: every
+// Buffer and Tensor is created through the Backend of its rank.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace rnn_dist {
+
+class Backend;
+
+enum class DeviceType { cpu, cuda };
+
+struct Device {
+  DeviceType type = DeviceType::cpu;
+  int index = 0;
+  std::string str() const;  // "cpu" or "cuda:N"
+  bool operator==(const Device&) const = default;
+};
+
+// Move-only owner of `bytes` bytes on a backend's device.
+class Buffer {
+ public:
+  Buffer() = default;
+  Buffer(Backend& backend, size_t bytes);
+  Buffer(Buffer&& o) noexcept { swap(o); }
+  Buffer& operator=(Buffer&& o) noexcept {
+    Buffer(std::move(o)).swap(*this);
+    return *this;
+  }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer();
+
+  void* data() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+  Backend* backend() const { return backend_; }
+  Device device() const;
+
+ private:
+  void swap(Buffer& o) noexcept {
+    std::swap(backend_, o.backend_);
+    std::swap(ptr_, o.ptr_);
+    std::swap(bytes_, o.bytes_);
+  }
+  Backend* backend_ = nullptr;
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Shaped float32 array on one device. reserve()/resize() grow the storage geometrically and never
+// shrink it, so workspaces reach a steady size after the first batches of each shape.
+class Tensor {
+ public:
+  Tensor() = default;
+  Tensor(Backend& backend, std::vector<int64_t> shape);
+
+  float* data() const { return static_cast<float*>(storage_.data()); }
+  int64_t numel() const { return numel_; }
+  const std::vector<int64_t>& shape() const { return shape_; }
+  Device device() const { return storage_.device(); }
+  Backend& backend() const { return *backend_; }
+
+  void resize(std::vector<int64_t> shape);  // keeps no contents when it grows
+  void resize(int64_t numel) { resize(std::vector<int64_t>{numel}); }
+
+ private:
+  Backend* backend_ = nullptr;
+  Buffer storage_;
+  std::vector<int64_t> shape_;
+  int64_t numel_ = 0;
+};
+
+int64_t numel_of(const std::vector<int64_t>& shape);
+std::string shape_str(const std::vector<int64_t>& shape);
+
+}  // namespace rnn_dist

@@ -1,0 +1,15 @@
+// The GPU entry points of a build without the GPU path (RNN_DIST_CUDA=OFF, or CUDA/cuDNN/NCCL not found).
+#include "rnn_dist/backend.h"
+#include "rnn_dist/error.h"
+
+namespace rnn_dist {
+
+int cuda_device_count() { return 0; }
+
+std::unique_ptr<Backend> make_cuda_backend(int) {
+  throw InputError(
+      "--device cuda: this build has no GPU path (reconfigure with -DRNN_DIST_CUDA=ON on a machine with CUDA, "
+      "cuDNN >= 9 and NCCL >= 2.18)");
+}
+
+}  // namespace rnn_dist

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# CLI test of rnn_prep: a fortune-format run checked with `rnn_dist info`, then the failure cases, which
+# must exit 2 with one line naming the culprit and leave no file behind. Usage: rnn_prep.sh BUILD_DIR
+set -euo pipefail
+
+BUILD_DIR=$(cd "${1:?usage: rnn_prep.sh BUILD_DIR}" && pwd)
+PREP="$BUILD_DIR/rnn_prep"
+INFO=("$BUILD_DIR/rnn_dist" info)
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+cd "$WORK"
+
+passed=0
+failed=0
+pass() { passed=$((passed + 1)); echo "ok   $1"; }
+fail() { failed=$((failed + 1)); echo "FAIL $1"; }
+check() {  # check NAME COMMAND...: passes when the command succeeds
+  local name=$1
+  shift
+  if "$@"; then pass "$name"; else fail "$name"; fi
+}
+
+# 200 records in fortune format: a few lines each, some non-ASCII, three of them empty.
+{
+  for i in $(seq 1 200); do
+    case $i in
+      50 | 51) ;;                       # "%" right after "%": records with no lines
+      120) echo "" ;;                  # a record of one empty line
+      *) printf 'Fortune %d: the quick brown fox\njumps over the lazy dog, caf\xc3\xa9 %d times.\n' "$i" $((i * 7)) ;;
+    esac
+    echo "%"
+  done
+} >fortunes.txt
+EXPECTED=197
+
+# Sequence count that `rnn_dist info` reports for a file.
+sequences() { "${INFO[@]}" "$1" | awk '/sequences:/ {print $2}'; }
+
+# --- successful runs ---
+rc=0
+"$PREP" --input fortunes.txt --output-dir out --format records --record-sep % --valid-fraction 0.2 >summary.txt 2>err.txt || rc=$?
+check "records run exits 0" test "$rc" -eq 0
+check "train.h5 and valid.h5 exist" test -f out/train.h5 -a -f out/valid.h5
+check "no test.h5 for an empty test split" test ! -e out/test.h5
+check "summary says test is not written" grep -q "^test: *empty, not written" summary.txt
+check "summary counts the empty records" grep -q "200 read, 3 empty dropped" summary.txt
+check "rnn_dist info succeeds on both" "${INFO[@]}" out/train.h5 out/valid.h5 >/dev/null
+train_n=$(sequences out/train.h5)
+valid_n=$(sequences out/valid.h5)
+check "train + valid sequences = $EXPECTED" test $((train_n + valid_n)) -eq $EXPECTED
+check "valid split is about 20%" test "$valid_n" -ge 20 -a "$valid_n" -le 60
+check "only the outputs are left" test "$(ls out | tr '\n' ' ')" = "train.h5 valid.h5 "
+
+"$PREP" --input fortunes.txt --output-dir again --format records --valid-fraction 0.2 >/dev/null
+check "the split is deterministic" cmp -s <("${INFO[@]}" out/train.h5 | tail -n +2) <("${INFO[@]}" again/train.h5 | tail -n +2)
+
+"$PREP" --input fortunes.txt --output-dir all --format records --valid-fraction 0 --max-len 10 --tokenizer word \
+  >summary2.txt
+check "--valid-fraction 0 writes only train.h5" test "$(ls all)" = "train.h5"
+check "--max-len splits records into pieces" grep -q "197 longer than --max-len 10 split into 394 pieces" summary2.txt
+check "pieces are at most 12 ids long" grep -q "max 12$" <("${INFO[@]}" all/train.h5)
+
+printf '{"text": "caf\\u00e9 au lait"}\n{"id": 2, "text": "second\\nline"}\n' >d.jsonl
+"$PREP" --input d.jsonl --output-dir js --format jsonl --valid-fraction 0 --tokenizer byte >/dev/null
+check "jsonl with the byte tokenizer" test "$(sequences js/train.h5)" -eq 2
+
+"$PREP" --input fortunes.txt --output-dir reuse --format records --vocab-from out/train.h5 >summary3.txt
+check "--vocab-from reuses the vocabulary" grep -q "(from out/train.h5)" summary3.txt
+
+"$PREP" --help >help.txt
+for opt in "--format arg (=lines)" "--record-sep arg (=%)" "--text-field arg (=text)" "--tokenizer arg (=char)" \
+  "--min-count arg (=1)" "--max-vocab arg (=0)" "--vocab-from arg (=none)" "--max-len arg (=0)" \
+  "--valid-fraction arg (=0.05)" "--test-fraction arg (=0)" "--seed arg (=1)" "--compress arg (=0)" \
+  "--utf8-replace" "--input" "--output-dir"; do
+  check "--help lists $opt" grep -qF -- "$opt" help.txt
+done
+
+# --- failures: exit 2, one line "rnn_prep: error: ..." naming the culprit, nothing left behind ---
+expect_error() {  # expect_error NAME TEXT_IN_MESSAGE ARGS...
+  local name=$1 text=$2
+  shift 2
+  rm -rf fail
+  local rc=0
+  "$PREP" "$@" --output-dir fail >/dev/null 2>err.txt || rc=$?
+  check "$name: exit code 2" test "$rc" -eq 2
+  check "$name: one line on stderr" test "$(wc -l <err.txt)" -eq 1
+  check "$name: message names '$text'" grep -q "^rnn_prep: error: .*$text" err.txt
+  check "$name: no file left" test -z "$(ls -A fail 2>/dev/null)"
+}
+
+printf 'good text\n%%\nmore text\n' >a.txt
+cp a.txt b.txt
+printf 'fine\n%%\nbroken \xff byte\n%%\n' >bad.txt
+expect_error "missing input" "missing.txt: cannot open" --input a.txt missing.txt
+expect_error "unknown option" "unrecognised option '--frobnicate'" --input a.txt --frobnicate
+expect_error "bad --format" "--format: unknown format 'xml'" --input a.txt --format xml
+expect_error "bad --tokenizer" "--tokenizer: unknown tokenizer 'bpe'" --input a.txt --tokenizer bpe
+expect_error "bad --max-len value" "--max-len" --input a.txt --max-len many
+expect_error "bad --valid-fraction" "--valid-fraction" --input a.txt --valid-fraction 1.5
+expect_error "invalid UTF-8 in the 3rd input" "bad.txt: invalid UTF-8 at byte offset 14" \
+  --input a.txt b.txt bad.txt --format records --valid-fraction 0.5 --test-fraction 0.2
+expect_error "invalid UTF-8 while spooling (--vocab-from skips pass 1)" "bad.txt: invalid UTF-8 at byte offset 14" \
+  --input fortunes.txt a.txt bad.txt --format records --vocab-from out/train.h5 --valid-fraction 0.3 --test-fraction 0.3
+expect_error "invalid UTF-8 in a word run" "bad.txt: invalid UTF-8" --input a.txt bad.txt --tokenizer word
+printf '\n\n' >blank.txt
+expect_error "empty training split" "training split is empty" --input blank.txt --valid-fraction 0
+expect_error "mismatched --vocab-from" "tokenizer 'char' but --tokenizer is 'word'" \
+  --input a.txt --vocab-from out/train.h5 --tokenizer word
+
+# A failed run leaves earlier outputs in place (files are replaced only by a complete run).
+before=$(md5sum out/train.h5)
+rc=0
+"$PREP" --input fortunes.txt bad.txt --output-dir out --format records >/dev/null 2>&1 || rc=$?
+check "failed run over earlier outputs: exit 2" test "$rc" -eq 2
+check "failed run over earlier outputs: train.h5 unchanged" test "$(md5sum out/train.h5)" = "$before"
+check "failed run over earlier outputs: nothing added" test "$(ls out | tr '\n' ' ')" = "train.h5 valid.h5 "
+
+# --utf8-replace turns the same input into a successful run.
+"$PREP" --input bad.txt --output-dir fixed --format records --utf8-replace --valid-fraction 0 >/dev/null
+check "--utf8-replace succeeds" test "$(sequences fixed/train.h5)" -eq 2
+
+# A split that is empty now removes the file an earlier run left under its name.
+cp -r out stale
+"$PREP" --input fortunes.txt --output-dir stale --format records --valid-fraction 0 >summary4.txt
+check "an empty split removes a stale file" test "$(ls stale)" = "train.h5"
+check "the summary says so" grep -q "valid: *empty, not written (removed the stale stale/valid.h5)" summary4.txt
+
+echo "$passed passed, $failed failed"
+test "$failed" -eq 0

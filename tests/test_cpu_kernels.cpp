@@ -1,0 +1,645 @@
+// Tests of the CPU reference kernels (cpu_kernels.h): central finite differences in double precision for every
+// kernel and for a small embedding -> 2-layer LSTM -> linear -> cross-entropy model, packed-versus-unpacked
+// equality, an independent loop implementation, a case worked out by hand, and the edge cases of Packing and
+// cross_entropy.
+#include "rnn_dist/cpu_kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "rnn_dist/error.h"
+
+namespace rnn_dist::cpu {
+namespace {
+
+template <class T>
+using Vec = std::vector<T>;
+
+template <class T>
+Vec<T> random_vec(size_t n, std::mt19937& rng, double scale = 0.5) {
+  std::uniform_real_distribution<double> dist(-scale, scale);
+  Vec<T> v(n);
+  for (T& e : v) e = static_cast<T>(dist(rng));
+  return v;
+}
+
+// An empty vector stands for an optional argument left out (nullptr).
+template <class T>
+const T* ptr(const Vec<T>& v) {
+  return v.empty() ? nullptr : v.data();
+}
+
+template <class T>
+double dot(const Vec<T>& a, const Vec<T>& b) {
+  double s = 0;
+  for (size_t e = 0; e < a.size(); ++e) s += static_cast<double>(a[e]) * static_cast<double>(b[e]);
+  return s;
+}
+
+// Max-norm relative comparison: max |got - want| <= tol * max(|got|, |want|).
+template <class T>
+void expect_close(const std::string& what, const Vec<T>& got, const Vec<T>& want, double tol) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double err = 0, ref = 0;
+  for (size_t e = 0; e < got.size(); ++e) {
+    const double g = static_cast<double>(got[e]), w = static_cast<double>(want[e]);
+    err = std::max(err, std::abs(g - w));
+    ref = std::max({ref, std::abs(g), std::abs(w)});
+  }
+  EXPECT_LE(err, tol * ref) << what << ": max error " << err << " against max magnitude " << ref;
+}
+
+// Central differences of loss() w.r.t. each element of v, compared with the analytic gradient.
+void expect_gradient(const std::string& what, Vec<double>& v, const Vec<double>& analytic,
+                     const std::function<double()>& loss) {
+  constexpr double eps = 1e-6, tol = 1e-6;
+  ASSERT_EQ(v.size(), analytic.size()) << what;
+  Vec<double> numeric(v.size());
+  for (size_t e = 0; e < v.size(); ++e) {
+    const double saved = v[e];
+    v[e] = saved + eps;
+    const double up = loss();
+    v[e] = saved - eps;
+    const double down = loss();
+    v[e] = saved;
+    numeric[e] = (up - down) / (2 * eps);
+  }
+  double ref = 0;
+  for (double g : numeric) ref = std::max(ref, std::abs(g));
+  EXPECT_GT(ref, 0) << what << ": the gradient vanishes, so the comparison would prove nothing";
+  expect_close(what, analytic, numeric, tol);
+}
+
+// One layer's weights and the gradient buffers its backward pass adds into.
+template <class T>
+struct Layer {
+  int input, hidden;
+  Vec<T> w_ih, w_hh, b_ih, b_hh;
+  Vec<T> g_w_ih, g_w_hh, g_b_ih, g_b_hh;
+
+  Layer(int input_, int hidden_, std::mt19937& rng)
+      : input(input_),
+        hidden(hidden_),
+        w_ih(random_vec<T>(4 * hidden * input, rng)),
+        w_hh(random_vec<T>(4 * hidden * hidden, rng)),
+        b_ih(random_vec<T>(4 * hidden, rng)),
+        b_hh(random_vec<T>(4 * hidden, rng)),
+        g_w_ih(w_ih.size()),
+        g_w_hh(w_hh.size()),
+        g_b_ih(b_ih.size()),
+        g_b_hh(b_hh.size()) {}
+
+  LstmLayerParams<T> params() const { return {w_ih.data(), w_hh.data(), b_ih.data(), b_hh.data(), input, hidden}; }
+  LstmLayerGrads<T> grads() { return {g_w_ih.data(), g_w_hh.data(), g_b_ih.data(), g_b_hh.data()}; }
+  void fill_grads(T value) {
+    for (Vec<T>* g : {&g_w_ih, &g_w_hh, &g_b_ih, &g_b_hh}) std::fill(g->begin(), g->end(), value);
+  }
+  // (name, weights, gradient) of each tensor.
+  std::vector<std::tuple<std::string, Vec<T>*, Vec<T>*>> tensors() {
+    return {{"w_ih", &w_ih, &g_w_ih}, {"w_hh", &w_hh, &g_w_hh}, {"b_ih", &b_ih, &g_b_ih}, {"b_hh", &b_hh, &g_b_hh}};
+  }
+};
+
+// Everything a stack's forward pass produces, per layer.
+template <class T>
+struct StackForward {
+  Vec<Vec<T>> y, hn, cn, cache;
+};
+
+// Multi-layer reference: layer l reads layer l-1's output; h0[l], c0[l] empty = zeros.
+template <class T>
+StackForward<T> stack_forward(const Packing& pk, const std::vector<Layer<T>>& layers, const Vec<T>& x,
+                              const Vec<Vec<T>>& h0, const Vec<Vec<T>>& c0) {
+  const size_t n = layers.size();
+  StackForward<T> f{Vec<Vec<T>>(n), Vec<Vec<T>>(n), Vec<Vec<T>>(n), Vec<Vec<T>>(n)};
+  const T* in = x.data();
+  for (size_t l = 0; l < n; ++l) {
+    const int H = layers[l].hidden;
+    f.y[l].resize(pk.rows() * H);
+    f.hn[l].resize(pk.batch() * H);
+    f.cn[l].resize(pk.batch() * H);
+    f.cache[l].resize(lstm_cache_elems(pk.rows(), H));
+    lstm_layer_forward(pk, layers[l].params(), in, ptr(h0[l]), ptr(c0[l]), f.y[l].data(), f.hn[l].data(),
+                       f.cn[l].data(), lstm_cache_view(f.cache[l].data(), pk.rows(), H));
+    in = f.y[l].data();
+  }
+  return f;
+}
+
+template <class T>
+struct StackBackward {
+  Vec<T> dx;
+  Vec<Vec<T>> dh0, dc0;
+};
+
+// Backward pass of stack_forward: dy_top, dhn[l], dcn[l] empty = zeros; weight gradients add into layers.
+template <class T>
+StackBackward<T> stack_backward(const Packing& pk, std::vector<Layer<T>>& layers, const Vec<T>& x,
+                                const Vec<Vec<T>>& h0, const Vec<Vec<T>>& c0, StackForward<T>& f,
+                                const Vec<T>& dy_top, const Vec<Vec<T>>& dhn, const Vec<Vec<T>>& dcn) {
+  const size_t n = layers.size();
+  StackBackward<T> r{{}, Vec<Vec<T>>(n), Vec<Vec<T>>(n)};
+  Vec<T> dy = dy_top;
+  for (size_t l = n; l-- > 0;) {
+    Layer<T>& L = layers[l];
+    const Vec<T>& in = l > 0 ? f.y[l - 1] : x;
+    // Junk, which the kernel must overwrite.
+    Vec<T> dx(pk.rows() * L.input, T(1e3));
+    r.dh0[l].assign(pk.batch() * L.hidden, T(1e3));
+    r.dc0[l].assign(pk.batch() * L.hidden, T(1e3));
+    Vec<T> workspace(lstm_backward_workspace_elems(pk.rows(), pk.batch(), L.hidden));
+    lstm_layer_backward(pk, L.params(), in.data(), ptr(h0[l]), ptr(c0[l]),
+                        lstm_cache_view(f.cache[l].data(), pk.rows(), L.hidden), ptr(dy), ptr(dhn[l]), ptr(dcn[l]),
+                        dx.data(), r.dh0[l].data(), r.dc0[l].data(), L.grads(), workspace.data());
+    dy = std::move(dx);
+  }
+  r.dx = std::move(dy);
+  return r;
+}
+
+TEST(CpuPacking, KnownExample) {
+  const std::vector<int> lengths = {5, 3, 3, 1};
+  const Packing p = Packing::from_lengths(lengths);
+  EXPECT_EQ(p.lengths, lengths);
+  EXPECT_EQ(p.batch_sizes, (std::vector<int>{4, 3, 3, 1, 1}));
+  EXPECT_EQ(p.step_offset, (std::vector<int64_t>{0, 4, 7, 10, 11, 12}));
+  EXPECT_EQ(p.batch(), 4);
+  EXPECT_EQ(p.steps(), 5);
+  EXPECT_EQ(p.rows(), 12);
+  EXPECT_EQ(p.row(2, 1), 8);
+  EXPECT_EQ(p.row(4, 0), 11);
+
+  const Packing equal = Packing::from_lengths(std::vector<int>{2, 2});
+  EXPECT_EQ(equal.batch_sizes, (std::vector<int>{2, 2}));
+  EXPECT_EQ(equal.step_offset, (std::vector<int64_t>{0, 2, 4}));
+}
+
+TEST(CpuPacking, RejectsBadLengths) {
+  EXPECT_THROW(Packing::from_lengths(std::vector<int>{3, 5, 1}), Error);
+  EXPECT_THROW(Packing::from_lengths(std::vector<int>{2, 0}), Error);
+  EXPECT_THROW(Packing::from_lengths(std::vector<int>{0}), Error);
+  EXPECT_THROW(Packing::from_lengths(std::vector<int>{3, -1}), Error);
+  EXPECT_THROW(Packing::from_lengths(std::vector<int>{}), Error);
+}
+
+TEST(CpuGemm, AllTransposesWithStrides) {
+  std::mt19937 rng(7);
+  const int m = 3, n = 4, k = 5;
+  const double alpha = 0.7, beta = -1.3;
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      // Leading dimensions wider than the matrices, to catch a kernel that ignores them.
+      const int a_rows = ta ? k : m, a_cols = ta ? m : k, lda = a_cols + 2;
+      const int b_rows = tb ? n : k, b_cols = tb ? k : n, ldb = b_cols + 1;
+      const int ldc = n + 3;
+      const Vec<double> a = random_vec<double>(a_rows * lda, rng), b = random_vec<double>(b_rows * ldb, rng);
+      Vec<double> c = random_vec<double>(m * ldc, rng);
+      Vec<double> want = c;
+      for (int i = 0; i < m; ++i)
+        for (int j = 0; j < n; ++j) {
+          double s = 0;
+          for (int p = 0; p < k; ++p)
+            s += (ta ? a[p * lda + i] : a[i * lda + p]) * (tb ? b[j * ldb + p] : b[p * ldb + j]);
+          want[i * ldc + j] = alpha * s + beta * c[i * ldc + j];
+        }
+      gemm<double>(ta, tb, m, n, k, alpha, a.data(), lda, b.data(), ldb, beta, c.data(), ldc);
+      expect_close("gemm ta=" + std::to_string(ta) + " tb=" + std::to_string(tb), c, want, 1e-14);
+    }
+  }
+}
+
+// One step with H = I = 1, with pre-activations chosen so that every value has a closed form:
+// sigmoid(ln 3) = 3/4, sigmoid(0) = 1/2, sigmoid(-ln 3) = 1/4, tanh(ln 2) = 3/5.
+TEST(CpuLstmLayer, HandWorkedSingleStep) {
+  const double ln2 = std::log(2.0), ln3 = std::log(3.0);
+  // With x = 2, h0 = -1 the pre-activations 2 w_ih - w_hh + b_ih + b_hh are ln 3, 0, ln 2, -ln 3.
+  const Vec<double> w_ih = {ln3 / 2, 0.25, ln2 / 2, 0}, w_hh = {0, 0.5, 0, ln3};
+  const Vec<double> b_ih = {0.1, 0, 0, 0}, b_hh = {-0.1, 0, 0, 0};
+  const double x = 2, h0 = -1, c0 = 2 * ln2 - 0.9;  // so that c = c0/2 + (3/4)(3/5) = ln 2
+  const LstmLayerParams<double> p{w_ih.data(), w_hh.data(), b_ih.data(), b_hh.data(), 1, 1};
+  const Packing pk = Packing::from_lengths(std::vector<int>{1});
+
+  Vec<double> cache(lstm_cache_elems(1, 1));
+  const LstmLayerCache<double> view = lstm_cache_view(cache.data(), 1, 1);
+  double y = 0, hn = 0, cn = 0;
+  lstm_layer_forward(pk, p, &x, &h0, &c0, &y, &hn, &cn, view);
+  EXPECT_NEAR(view.gates[0], 0.75, 1e-15);
+  EXPECT_NEAR(view.gates[1], 0.5, 1e-15);
+  EXPECT_NEAR(view.gates[2], 0.6, 1e-15);
+  EXPECT_NEAR(view.gates[3], 0.25, 1e-15);
+  EXPECT_NEAR(cn, ln2, 1e-15);
+  EXPECT_NEAR(y, 0.15, 1e-15);  // (1/4) tanh(ln 2)
+  EXPECT_EQ(hn, y);
+
+  // Loss = y: dc = o (1 - tanh^2 c) = 0.16; pre-activation gradients follow from each gate's derivative.
+  const double d_i = 0.16 * 0.6 * 0.75 * 0.25, d_f = 0.16 * c0 * 0.25, d_g = 0.16 * 0.75 * (1 - 0.36),
+               d_o = 0.6 * 0.25 * 0.75;
+  const Vec<double> dpre = {d_i, d_f, d_g, d_o};
+  Vec<double> gw_ih(4), gw_hh(4), gb_ih(4), gb_hh(4), workspace(lstm_backward_workspace_elems(1, 1, 1));
+  const double dy = 1;
+  double dx = 0, dh0 = 0, dc0 = 0;
+  lstm_layer_backward(pk, p, &x, &h0, &c0, view, &dy, nullptr, nullptr, &dx, &dh0, &dc0,
+                      LstmLayerGrads<double>{gw_ih.data(), gw_hh.data(), gb_ih.data(), gb_hh.data()}, workspace.data());
+  for (int k = 0; k < 4; ++k) {
+    EXPECT_NEAR(gw_ih[k], dpre[k] * x, 1e-15) << "gate " << k;
+    EXPECT_NEAR(gw_hh[k], dpre[k] * h0, 1e-15) << "gate " << k;
+    EXPECT_NEAR(gb_ih[k], dpre[k], 1e-15) << "gate " << k;
+    EXPECT_NEAR(gb_hh[k], dpre[k], 1e-15) << "gate " << k;
+  }
+  EXPECT_NEAR(dx, d_i * ln3 / 2 + d_f * 0.25 + d_g * ln2 / 2, 1e-15);
+  EXPECT_NEAR(dh0, d_f * 0.5 + d_o * ln3, 1e-15);
+  EXPECT_NEAR(dc0, 0.16 * 0.5, 1e-15);
+}
+
+// The PyTorch nn.LSTM formulas written as plain loops over one sequence (x: len x I); h, c carry the state.
+Vec<double> naive_lstm(const Layer<double>& L, const Vec<double>& x, Vec<double>& h, Vec<double>& c) {
+  const int I = L.input, H = L.hidden, len = static_cast<int>(x.size()) / I;
+  auto sigmoid = [](double v) { return 1 / (1 + std::exp(-v)); };
+  Vec<double> y;
+  for (int t = 0; t < len; ++t) {
+    Vec<double> pre(4 * H);
+    for (int k = 0; k < 4 * H; ++k) {
+      pre[k] = L.b_ih[k] + L.b_hh[k];
+      for (int i = 0; i < I; ++i) pre[k] += L.w_ih[k * I + i] * x[t * I + i];
+      for (int j = 0; j < H; ++j) pre[k] += L.w_hh[k * H + j] * h[j];
+    }
+    for (int j = 0; j < H; ++j) {
+      c[j] = sigmoid(pre[H + j]) * c[j] + sigmoid(pre[j]) * std::tanh(pre[2 * H + j]);
+      h[j] = sigmoid(pre[3 * H + j]) * std::tanh(c[j]);
+      y.push_back(h[j]);
+    }
+  }
+  return y;
+}
+
+TEST(CpuLstmLayer, ForwardMatchesPlainLoops) {
+  std::mt19937 rng(11);
+  const std::vector<int> lengths = {4, 4, 2, 1};
+  const Packing pk = Packing::from_lengths(lengths);
+  const int I = 3, H = 5, B = pk.batch();
+  const Layer<double> L(I, H, rng);
+  const Vec<double> x = random_vec<double>(pk.rows() * I, rng, 1.0), h0 = random_vec<double>(B * H, rng),
+                    c0 = random_vec<double>(B * H, rng);
+  Vec<double> y(pk.rows() * H), hn(B * H), cn(B * H), cache(lstm_cache_elems(pk.rows(), H));
+  lstm_layer_forward(pk, L.params(), x.data(), h0.data(), c0.data(), y.data(), hn.data(), cn.data(),
+                     lstm_cache_view(cache.data(), pk.rows(), H));
+
+  Vec<double> want_y(y.size()), want_hn, want_cn;
+  for (int b = 0; b < B; ++b) {
+    Vec<double> xb;
+    for (int t = 0; t < lengths[b]; ++t)
+      xb.insert(xb.end(), x.begin() + pk.row(t, b) * I, x.begin() + (pk.row(t, b) + 1) * I);
+    Vec<double> h(h0.begin() + b * H, h0.begin() + (b + 1) * H), c(c0.begin() + b * H, c0.begin() + (b + 1) * H);
+    const Vec<double> yb = naive_lstm(L, xb, h, c);
+    for (int t = 0; t < lengths[b]; ++t)
+      std::copy_n(yb.begin() + t * H, H, want_y.begin() + pk.row(t, b) * H);
+    want_hn.insert(want_hn.end(), h.begin(), h.end());
+    want_cn.insert(want_cn.end(), c.begin(), c.end());
+  }
+  expect_close("y", y, want_y, 1e-14);
+  expect_close("hn", hn, want_hn, 1e-14);
+  expect_close("cn", cn, want_cn, 1e-14);
+}
+
+// Loss = sum of random coefficients times the top layer's y and every layer's hn and cn.
+TEST(CpuLstmLayer, TwoLayerFiniteDifferences) {
+  std::mt19937 rng(1);
+  const Packing pk = Packing::from_lengths(std::vector<int>{5, 3, 3, 1});
+  const int I = 3, H = 4, B = pk.batch();
+  std::vector<Layer<double>> layers{Layer<double>(I, H, rng), Layer<double>(H, H, rng)};
+  Vec<double> x = random_vec<double>(pk.rows() * I, rng, 1.0);
+  Vec<Vec<double>> h0, c0, chn, ccn;
+  for (int l = 0; l < 2; ++l) {
+    h0.push_back(random_vec<double>(B * H, rng));
+    c0.push_back(random_vec<double>(B * H, rng));
+    chn.push_back(random_vec<double>(B * H, rng, 1.0));
+    ccn.push_back(random_vec<double>(B * H, rng, 1.0));
+  }
+  const Vec<double> cy = random_vec<double>(pk.rows() * H, rng, 1.0);
+
+  auto loss = [&] {
+    const StackForward<double> f = stack_forward(pk, layers, x, h0, c0);
+    double s = dot(cy, f.y.back());
+    for (int l = 0; l < 2; ++l) s += dot(chn[l], f.hn[l]) + dot(ccn[l], f.cn[l]);
+    return s;
+  };
+  StackForward<double> f = stack_forward(pk, layers, x, h0, c0);
+  const StackBackward<double> g = stack_backward(pk, layers, x, h0, c0, f, cy, chn, ccn);
+
+  expect_gradient("x", x, g.dx, loss);
+  for (int l = 0; l < 2; ++l) {
+    const std::string layer = "layer " + std::to_string(l) + " ";
+    expect_gradient(layer + "h0", h0[l], g.dh0[l], loss);
+    expect_gradient(layer + "c0", c0[l], g.dc0[l], loss);
+    for (auto& [name, w, dw] : layers[l].tensors()) expect_gradient(layer + name, *w, *dw, loss);
+  }
+}
+
+// Left-out optional arguments (nullptr) behave as zeros, and skipping dx/dh0/dc0 changes no weight gradient.
+TEST(CpuLstmLayer, NullptrMeansZero) {
+  std::mt19937 rng(5);
+  const Packing pk = Packing::from_lengths(std::vector<int>{3, 2, 2});
+  const int I = 2, H = 3, B = pk.batch();
+  const Vec<double> x = random_vec<double>(pk.rows() * I, rng, 1.0), dy = random_vec<double>(pk.rows() * H, rng),
+                    dhn = random_vec<double>(B * H, rng), dcn = random_vec<double>(B * H, rng),
+                    zero_state(B * H), zero_y(pk.rows() * H);
+  struct Result {
+    Vec<double> y, hn, cn, dx, dh0, dc0, grads;
+  };
+  auto run = [&](const Vec<double>& h0, const Vec<double>& c0, const Vec<double>& dy_, const Vec<double>& dhn_,
+                 const Vec<double>& dcn_, bool input_grads) {
+    std::mt19937 same(9);
+    Layer<double> L(I, H, same);
+    Result r{Vec<double>(pk.rows() * H), Vec<double>(B * H), Vec<double>(B * H), {}, {}, {}, {}};
+    Vec<double> cache(lstm_cache_elems(pk.rows(), H)), ws(lstm_backward_workspace_elems(pk.rows(), B, H));
+    const LstmLayerCache<double> view = lstm_cache_view(cache.data(), pk.rows(), H);
+    lstm_layer_forward(pk, L.params(), x.data(), ptr(h0), ptr(c0), r.y.data(), r.hn.data(), r.cn.data(), view);
+    if (input_grads) {
+      r.dx.resize(pk.rows() * I);
+      r.dh0.resize(B * H);
+      r.dc0.resize(B * H);
+    }
+    lstm_layer_backward(pk, L.params(), x.data(), ptr(h0), ptr(c0), view, ptr(dy_), ptr(dhn_), ptr(dcn_),
+                        r.dx.empty() ? nullptr : r.dx.data(), r.dh0.empty() ? nullptr : r.dh0.data(),
+                        r.dc0.empty() ? nullptr : r.dc0.data(), L.grads(), ws.data());
+    for (auto& [name, w, dw] : L.tensors()) r.grads.insert(r.grads.end(), dw->begin(), dw->end());
+    return r;
+  };
+  auto expect_same = [](const Result& a, const Result& b, const std::string& what) {
+    expect_close(what + ": y", a.y, b.y, 1e-15);
+    expect_close(what + ": hn", a.hn, b.hn, 1e-15);
+    expect_close(what + ": cn", a.cn, b.cn, 1e-15);
+    expect_close(what + ": weight gradients", a.grads, b.grads, 1e-15);
+    if (!a.dx.empty() && !b.dx.empty()) {
+      expect_close(what + ": dx", a.dx, b.dx, 1e-15);
+      expect_close(what + ": dh0", a.dh0, b.dh0, 1e-15);
+      expect_close(what + ": dc0", a.dc0, b.dc0, 1e-15);
+    }
+  };
+  const Vec<double> none;
+  expect_same(run(none, none, dy, none, none, true), run(zero_state, zero_state, dy, zero_state, zero_state, true),
+              "null h0, c0, dhn, dcn");
+  expect_same(run(none, none, none, dhn, dcn, true), run(none, none, zero_y, dhn, dcn, true), "null dy");
+  expect_same(run(none, none, dy, dhn, dcn, false), run(none, none, dy, dhn, dcn, true), "null dx, dh0, dc0");
+}
+
+template <class T>
+class CpuLstmPacking : public ::testing::Test {};
+using Scalars = ::testing::Types<float, double>;
+TYPED_TEST_SUITE(CpuLstmPacking, Scalars);
+
+// Running each sequence alone gives the packed batch's outputs, states and input gradients, and the weight
+// gradients summed over the sequences (which also checks that weight gradients accumulate).
+TYPED_TEST(CpuLstmPacking, PackedEqualsUnpacked) {
+  using T = TypeParam;
+  const double tol = std::is_same_v<T, float> ? 1e-5 : 1e-13;
+  std::mt19937 rng(3);
+  const std::vector<int> lengths = {6, 4, 4, 2, 1};
+  const Packing pk = Packing::from_lengths(lengths);
+  const int I = 3, H = 5, B = pk.batch(), n = 2;
+  std::vector<Layer<T>> packed_layers{Layer<T>(I, H, rng), Layer<T>(H, H, rng)};
+  for (Layer<T>& L : packed_layers) L.fill_grads(T(0.25));
+  std::vector<Layer<T>> single_layers = packed_layers;
+
+  const Vec<T> x = random_vec<T>(pk.rows() * I, rng, 1.0), dy = random_vec<T>(pk.rows() * H, rng);
+  Vec<Vec<T>> h0, c0, dhn, dcn;
+  for (int l = 0; l < n; ++l)
+    for (Vec<Vec<T>>* v : {&h0, &c0, &dhn, &dcn}) v->push_back(random_vec<T>(B * H, rng));
+
+  StackForward<T> pf = stack_forward(pk, packed_layers, x, h0, c0);
+  const StackBackward<T> pb = stack_backward(pk, packed_layers, x, h0, c0, pf, dy, dhn, dcn);
+
+  // The single-sequence results, gathered into the packed layout.
+  StackForward<T> sf{Vec<Vec<T>>(n, Vec<T>(pk.rows() * H)), Vec<Vec<T>>(n), Vec<Vec<T>>(n), {}};
+  StackBackward<T> sb{Vec<T>(pk.rows() * I), Vec<Vec<T>>(n), Vec<Vec<T>>(n)};
+  for (int b = 0; b < B; ++b) {
+    const Packing one = Packing::from_lengths(std::vector<int>{lengths[b]});
+    // Rows of sequence b of a packed tensor with `width` columns.
+    auto rows_of = [&](const Vec<T>& packed, int width) {
+      Vec<T> out;
+      for (int t = 0; t < lengths[b]; ++t)
+        out.insert(out.end(), packed.begin() + pk.row(t, b) * width, packed.begin() + (pk.row(t, b) + 1) * width);
+      return out;
+    };
+    auto put_rows = [&](const Vec<T>& seq, int width, Vec<T>& packed) {
+      for (int t = 0; t < lengths[b]; ++t)
+        std::copy_n(seq.begin() + t * width, width, packed.begin() + pk.row(t, b) * width);
+    };
+    auto state_of = [&](const Vec<Vec<T>>& v) {
+      Vec<Vec<T>> out;
+      for (const Vec<T>& s : v) out.emplace_back(s.begin() + b * H, s.begin() + (b + 1) * H);
+      return out;
+    };
+    const Vec<T> xb = rows_of(x, I);
+    const Vec<Vec<T>> h0b = state_of(h0), c0b = state_of(c0);
+    StackForward<T> f = stack_forward(one, single_layers, xb, h0b, c0b);
+    StackBackward<T> g = stack_backward(one, single_layers, xb, h0b, c0b, f, rows_of(dy, H), state_of(dhn),
+                                        state_of(dcn));
+    put_rows(g.dx, I, sb.dx);
+    for (int l = 0; l < n; ++l) {
+      put_rows(f.y[l], H, sf.y[l]);
+      for (auto [from, to] : {std::pair{&f.hn, &sf.hn}, {&f.cn, &sf.cn}, {&g.dh0, &sb.dh0}, {&g.dc0, &sb.dc0}})
+        (*to)[l].insert((*to)[l].end(), (*from)[l].begin(), (*from)[l].end());
+    }
+  }
+
+  expect_close("dx", sb.dx, pb.dx, tol);
+  for (int l = 0; l < n; ++l) {
+    const std::string layer = "layer " + std::to_string(l) + " ";
+    expect_close(layer + "y", sf.y[l], pf.y[l], tol);
+    expect_close(layer + "hn", sf.hn[l], pf.hn[l], tol);
+    expect_close(layer + "cn", sf.cn[l], pf.cn[l], tol);
+    expect_close(layer + "dh0", sb.dh0[l], pb.dh0[l], tol);
+    expect_close(layer + "dc0", sb.dc0[l], pb.dc0[l], tol);
+    auto single = single_layers[l].tensors(), packed = packed_layers[l].tensors();
+    for (size_t k = 0; k < single.size(); ++k)
+      expect_close(layer + "d" + std::get<0>(single[k]), *std::get<2>(single[k]), *std::get<2>(packed[k]), tol);
+  }
+}
+
+TEST(CpuEmbedding, ForwardAndFiniteDifferences) {
+  std::mt19937 rng(2);
+  const int V = 5, E = 3;
+  const std::vector<int32_t> ids = {1, 3, 1, 0, 1, 4};  // repeated ids; id 2 unused
+  const int64_t rows = static_cast<int64_t>(ids.size());
+  Vec<double> table = random_vec<double>(V * E, rng);
+  const Vec<double> coef = random_vec<double>(rows * E, rng, 1.0);
+  Vec<double> out(rows * E);
+  embedding_forward(ids.data(), rows, table.data(), E, out.data());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int k = 0; k < E; ++k) EXPECT_EQ(out[r * E + k], table[ids[r] * E + k]) << "row " << r;
+
+  Vec<double> dtable(V * E);
+  embedding_backward(ids.data(), rows, coef.data(), E, dtable.data());
+  expect_gradient("table", table, dtable, [&] {
+    embedding_forward(ids.data(), rows, table.data(), E, out.data());
+    return dot(coef, out);
+  });
+  // A second call adds the same gradient again.
+  Vec<double> twice = dtable;
+  embedding_backward(ids.data(), rows, coef.data(), E, twice.data());
+  for (double& g : dtable) g *= 2;
+  expect_close("accumulated dtable", twice, dtable, 1e-15);
+}
+
+TEST(CpuLinear, ForwardAndFiniteDifferences) {
+  std::mt19937 rng(4);
+  const int rows = 4, in = 3, out = 5;
+  Vec<double> x = random_vec<double>(rows * in, rng, 1.0), w = random_vec<double>(out * in, rng),
+              b = random_vec<double>(out, rng);
+  const Vec<double> coef = random_vec<double>(rows * out, rng, 1.0);
+  Vec<double> y(rows * out);
+  linear_forward(x.data(), rows, in, w.data(), b.data(), out, y.data());
+  Vec<double> want(rows * out);
+  for (int r = 0; r < rows; ++r)
+    for (int o = 0; o < out; ++o) {
+      want[r * out + o] = b[o];
+      for (int i = 0; i < in; ++i) want[r * out + o] += x[r * in + i] * w[o * in + i];
+    }
+  expect_close("y", y, want, 1e-15);
+
+  Vec<double> dx(rows * in, 1e3), dw(out * in), db(out);  // dx holds junk the kernel must overwrite
+  linear_backward(x.data(), rows, in, w.data(), out, coef.data(), dx.data(), dw.data(), db.data());
+  auto loss = [&] {
+    linear_forward(x.data(), rows, in, w.data(), b.data(), out, y.data());
+    return dot(coef, y);
+  };
+  expect_gradient("x", x, dx, loss);
+  expect_gradient("w", w, dw, loss);
+  expect_gradient("b", b, db, loss);
+}
+
+TEST(CpuCrossEntropy, FiniteDifferences) {
+  std::mt19937 rng(6);
+  const int rows = 4, V = 6;
+  const double scale = 0.25;
+  const std::vector<int32_t> targets = {2, 0, 5, 2};
+  Vec<double> logits = random_vec<double>(rows * V, rng, 3.0), dlogits(rows * V);
+  cross_entropy(logits.data(), rows, V, targets.data(), dlogits.data(), scale);
+  expect_gradient("logits", logits, dlogits,
+                  [&] { return scale * cross_entropy<double>(logits.data(), rows, V, targets.data(), nullptr, 1); });
+}
+
+TEST(CpuCrossEntropy, MatchesDirectLogSumExp) {
+  std::mt19937 rng(8);
+  const int rows = 3, V = 5;
+  const double scale = 0.5;
+  const std::vector<int32_t> targets = {4, 0, 2};
+  const Vec<double> logits = random_vec<double>(rows * V, rng, 2.0);
+  Vec<double> dlogits(rows * V);
+  const double loss = cross_entropy(logits.data(), rows, V, targets.data(), dlogits.data(), scale);
+  double want = 0;
+  for (int r = 0; r < rows; ++r) {
+    double sum = 0;
+    for (int k = 0; k < V; ++k) sum += std::exp(logits[r * V + k]);
+    want += std::log(sum) - logits[r * V + targets[r]];
+    for (int k = 0; k < V; ++k)
+      EXPECT_NEAR(dlogits[r * V + k], (std::exp(logits[r * V + k]) / sum - (k == targets[r])) * scale, 1e-15);
+  }
+  EXPECT_NEAR(loss, want, 1e-13);
+}
+
+template <class T>
+class CpuCrossEntropyTyped : public ::testing::Test {};
+TYPED_TEST_SUITE(CpuCrossEntropyTyped, Scalars);
+
+// exp(1000) overflows even in double; the row max must be subtracted first.
+TYPED_TEST(CpuCrossEntropyTyped, StableForLargeLogits) {
+  using T = TypeParam;
+  const Vec<T> logits = {1000, 999, 998, -1000, -1000, -1000, -1000, -1000};
+  const std::vector<int32_t> targets = {1, 2};
+  Vec<T> dlogits(logits.size());
+  const double loss = cross_entropy(logits.data(), 2, 4, targets.data(), dlogits.data(), T(1));
+  const double s = 1 + std::exp(-1.0) + std::exp(-2.0);  // row 0 relative to its max; exp(-2000) vanishes
+  EXPECT_NEAR(loss, (1 + std::log(s)) + std::log(4.0), 1e-12);
+  const double want[8] = {1 / s, std::exp(-1.0) / s - 1, std::exp(-2.0) / s, 0, 0.25, 0.25, -0.75, 0.25};
+  for (int k = 0; k < 8; ++k) EXPECT_NEAR(static_cast<double>(dlogits[k]), want[k], 1e-7) << "element " << k;
+}
+
+TEST(CpuCrossEntropy, GradientMayAliasLogits) {
+  std::mt19937 rng(10);
+  const int rows = 3, V = 7;
+  const std::vector<int32_t> targets = {6, 3, 0};
+  Vec<float> logits = random_vec<float>(rows * V, rng, 4.0), separate(rows * V);
+  const double loss = cross_entropy(logits.data(), rows, V, targets.data(), separate.data(), 0.5f);
+  EXPECT_EQ(cross_entropy(logits.data(), rows, V, targets.data(), logits.data(), 0.5f), loss);
+  EXPECT_EQ(logits, separate);
+}
+
+TEST(CpuCrossEntropy, RejectsTargetOutsideVocab) {
+  const Vec<double> logits(6);
+  for (int32_t bad : {-1, 3}) {
+    const std::vector<int32_t> targets = {0, bad};
+    EXPECT_THROW(cross_entropy<double>(logits.data(), 2, 3, targets.data(), nullptr, 1), Error) << bad;
+  }
+}
+
+TEST(CpuApplyMask, MultipliesElementwiseInPlace) {
+  Vec<float> x = {1, -2, 3, 4};
+  const Vec<float> mask = {0, 2, 2, 0};
+  Vec<float> y(4);
+  apply_mask(x.data(), mask.data(), 4, y.data());
+  EXPECT_EQ(y, (Vec<float>{0, -4, 6, 0}));
+  apply_mask(x.data(), mask.data(), 4, x.data());
+  EXPECT_EQ(x, y);
+}
+
+// ids -> embedding -> dropout mask -> 2-layer LSTM (zero initial states) -> linear -> mean cross-entropy,
+// checked w.r.t. every parameter. The logits' gradient is written over the logits, as a trainer would.
+TEST(CpuModelGradient, FullChainFiniteDifferences) {
+  std::mt19937 rng(12);
+  const Packing pk = Packing::from_lengths(std::vector<int>{4, 2, 2, 1});
+  const int V = 7, E = 3, H = 4;
+  const int64_t rows = pk.rows();
+  const std::vector<int32_t> ids = {3, 1, 3, 6, 0, 3, 2, 1, 5}, targets = {1, 2, 0, 6, 3, 1, 4, 4, 5};
+  ASSERT_EQ(static_cast<int64_t>(ids.size()), rows);
+  Vec<double> mask(rows * E);
+  std::bernoulli_distribution keep(0.7);
+  for (double& m : mask) m = keep(rng) ? 1 / 0.7 : 0;
+  Vec<double> table = random_vec<double>(V * E, rng, 1.0), w = random_vec<double>(V * H, rng),
+              b = random_vec<double>(V, rng);
+  std::vector<Layer<double>> layers{Layer<double>(E, H, rng), Layer<double>(H, H, rng)};
+  const Vec<Vec<double>> none(2);
+  const double scale = 1.0 / static_cast<double>(rows);
+
+  Vec<double> emb(rows * E), logits(rows * V);
+  auto forward = [&] {
+    embedding_forward(ids.data(), rows, table.data(), E, emb.data());
+    apply_mask(emb.data(), mask.data(), rows * E, emb.data());
+    StackForward<double> f = stack_forward(pk, layers, emb, none, none);
+    linear_forward(f.y.back().data(), rows, H, w.data(), b.data(), V, logits.data());
+    return f;
+  };
+  auto loss = [&] {
+    forward();
+    return scale * cross_entropy<double>(logits.data(), rows, V, targets.data(), nullptr, 1);
+  };
+
+  StackForward<double> f = forward();
+  cross_entropy(logits.data(), rows, V, targets.data(), logits.data(), scale);
+  Vec<double> dw(V * H), db(V), dy(rows * H), dtable(V * E);
+  linear_backward(f.y.back().data(), rows, H, w.data(), V, logits.data(), dy.data(), dw.data(), db.data());
+  StackBackward<double> g = stack_backward(pk, layers, emb, none, none, f, dy, none, none);
+  apply_mask(g.dx.data(), mask.data(), rows * E, g.dx.data());
+  embedding_backward(ids.data(), rows, g.dx.data(), E, dtable.data());
+
+  expect_gradient("embedding table", table, dtable, loss);
+  for (int l = 0; l < 2; ++l)
+    for (auto& [name, p, dp] : layers[l].tensors())
+      expect_gradient("layer " + std::to_string(l) + " " + name, *p, *dp, loss);
+  expect_gradient("output weight", w, dw, loss);
+  expect_gradient("output bias", b, db, loss);
+}
+
+}  // namespace
+}  // namespace rnn_dist::cpu

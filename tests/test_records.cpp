@@ -1,0 +1,235 @@
+// Tests of the record readers (lines, separator records, JSON Lines) and the JSON string-field extractor.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "rnn_dist/error.h"
+#include "rnn_dist/records.h"
+
+using namespace rnn_dist;
+using namespace std::string_literals;
+
+namespace {
+
+struct Rec {
+  std::string text;
+  int64_t line;
+  uint64_t offset;
+};
+
+class records : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / "rnn_dist_records_XXXXXX";
+    ASSERT_NE(::mkdtemp(dir_.data()), nullptr);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::string write(const std::string& name, const std::string& content) {
+    std::string path = dir_ + "/" + name;
+    std::ofstream(path, std::ios::binary) << content;
+    return path;
+  }
+
+  static std::vector<Rec> read_all(const std::string& path, RecordOptions opt) {
+    RecordReader r(path, std::move(opt));
+    std::vector<Rec> out;
+    Record rec;
+    while (r.next(rec)) out.push_back({std::string(rec.text), rec.line, rec.offset});
+    return out;
+  }
+
+  static std::vector<std::string> texts(const std::vector<Rec>& recs) {
+    std::vector<std::string> t;
+    for (const auto& r : recs) t.push_back(r.text);
+    return t;
+  }
+
+  std::string dir_;
+};
+
+RecordOptions format(RecordFormat f) {
+  RecordOptions o;
+  o.format = f;
+  return o;
+}
+
+// The message of the InputError f throws ("" and a test failure when it throws none).
+template <class F>
+std::string input_error(F&& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no InputError thrown";
+  return "";
+}
+
+using Strings = std::vector<std::string>;
+
+}  // namespace
+
+TEST_F(records, LinesWithEmptyLinesAndNoFinalNewline) {
+  std::string p = write("a.txt", "first\n\nthird line\nlast");
+  auto recs = read_all(p, format(RecordFormat::lines));
+  EXPECT_EQ(texts(recs), (Strings{"first", "", "third line", "last"}));
+  ASSERT_EQ(recs.size(), 4u);
+  EXPECT_EQ(recs[2].line, 3);
+  EXPECT_EQ(recs[2].offset, 7u);
+  EXPECT_EQ(recs[3].line, 4);
+  EXPECT_EQ(recs[3].offset, 18u);
+}
+
+TEST_F(records, LinesFinalNewlineAddsNoRecordAndEmptyFileHasNone) {
+  EXPECT_EQ(texts(read_all(write("a.txt", "x\ny\n"), format(RecordFormat::lines))), (Strings{"x", "y"}));
+  EXPECT_TRUE(read_all(write("b.txt", ""), format(RecordFormat::lines)).empty());
+  EXPECT_EQ(texts(read_all(write("c.txt", "\n"), format(RecordFormat::lines))), (Strings{""}));
+}
+
+TEST_F(records, LinesLongerThanTheReadBuffer) {
+  std::string big(3 << 20, 'x');
+  big[12345] = 'y';
+  std::string p = write("big.txt", "a\n" + big + "\nb");
+  RecordReader r(p, format(RecordFormat::lines));
+  Record rec;
+  ASSERT_TRUE(r.next(rec));
+  EXPECT_EQ(rec.text, "a");
+  ASSERT_TRUE(r.next(rec));
+  EXPECT_EQ(rec.text, big);
+  EXPECT_EQ(rec.offset, 2u);
+  ASSERT_TRUE(r.next(rec));
+  EXPECT_EQ(rec.text, "b");
+  EXPECT_EQ(rec.line, 3);
+  EXPECT_FALSE(r.next(rec));
+  EXPECT_EQ(r.bytes_read(), big.size() + 4);
+}
+
+TEST_F(records, FortuneRecordsWithBlankRecordsAndNoFinalSeparator) {
+  const std::string content = "one\n%\ntwo\nlines\n%\n%\n\n%\n  indented\n%x\n\nlast";
+  std::string p = write("f", content);
+  auto recs = read_all(p, format(RecordFormat::records));
+  // "%%" gives a record of no lines, "\n" one of one empty line: both empty; "%x" is text, not a separator.
+  EXPECT_EQ(texts(recs), (Strings{"one", "two\nlines", "", "", "  indented\n%x\n\nlast"}));
+  ASSERT_EQ(recs.size(), 5u);
+  EXPECT_EQ(recs[1].line, 3);
+  EXPECT_EQ(recs[4].line, 9);
+  // The text is the file's bytes at the record's offset, so errors can name file positions.
+  for (const auto& r : recs) EXPECT_EQ(content.substr(r.offset, r.text.size()), r.text);
+}
+
+TEST_F(records, FortuneRecordsEndingInSeparatorAndCustomSeparator) {
+  EXPECT_EQ(texts(read_all(write("f", "a\nb\n%\nc\n%\n"), format(RecordFormat::records))), (Strings{"a\nb", "c"}));
+  RecordOptions o = format(RecordFormat::records);
+  o.separator = "---";
+  EXPECT_EQ(texts(read_all(write("g", "a\n%\n---\nb\n---"), o)), (Strings{"a\n%", "b"}));
+  EXPECT_TRUE(read_all(write("h", ""), format(RecordFormat::records)).empty());
+}
+
+TEST_F(records, JsonlWithEscapes) {
+  std::string p = write(
+      "d.jsonl", R"({"id": 1, "text": "a\nb \"q\" back\\slash \/ \t\u00e9\u20AC \ud83d\ude00", "x": [1, {"y": null}]})"
+                 "\n\n   \n"
+                 R"({"meta": {"text": "nested, not this"}, "text": "second", "n": -1.5e+3, "b": true})"
+                 "\n");
+  auto recs = read_all(p, format(RecordFormat::jsonl));
+  EXPECT_EQ(texts(recs), (Strings{"a\nb \"q\" back\\slash / \t\xC3\xA9\xE2\x82\xAC \xF0\x9F\x98\x80", "second"}));
+  ASSERT_EQ(recs.size(), 2u);
+  EXPECT_EQ(recs[1].line, 4);  // blank lines are skipped, not records
+}
+
+TEST_F(records, JsonlOtherTextFieldAndRawUtf8) {
+  RecordOptions o = format(RecordFormat::jsonl);
+  o.text_field = "body";
+  EXPECT_EQ(texts(read_all(write("d.jsonl", "{\"text\":\"no\",\"body\":\"caf\xC3\xA9\"}\n"), o)),
+            (Strings{"caf\xC3\xA9"}));
+}
+
+TEST_F(records, JsonlMissingFieldNamesFileAndLine) {
+  std::string p = write("m.jsonl", "{\"text\": \"ok\"}\n{\"txt\": \"typo\"}\n");
+  std::string msg = input_error([&] { read_all(p, format(RecordFormat::jsonl)); });
+  EXPECT_NE(msg.find(p + ": line 2: no string member \"text\""), std::string::npos) << msg;
+}
+
+TEST_F(records, JsonlMalformedNamesFileLineAndColumn) {
+  struct Case {
+    std::string line, what;
+  };
+  const Case cases[] = {
+      {R"({"text": "a" "b"})", "column 14: expected '}'"},
+      {R"({"text": "unterminated)", "unterminated string"},
+      {R"({"text": "a"} extra)", "column 15: unexpected characters after the object"},
+      {R"(["text", "a"])", "column 1: expected '{'"},
+      {R"({"text": "bad \q"})", "invalid escape sequence"},
+      {R"({"text": "\u12G4"})", "expected four hex digits"},
+      {R"({"a": tru, "text": "x"})", "invalid literal"},
+      {R"({"a": 01, "text": "x"})", "expected '}'"},
+      {R"({"a": -, "text": "x"})", "expected a value"},
+      {R"({text: "x"})", "expected a member name"},
+      {"{\"text\": \"tab\there\"}", "control character"},
+      {R"({"text": "x",})", "expected a member name"},
+      {R"({"text": )", "expected a value"},
+  };
+  for (const auto& c : cases) {
+    std::string p = write("bad.jsonl", "{\"text\": \"fine\"}\n" + c.line + "\n");
+    std::string msg = input_error([&] { read_all(p, format(RecordFormat::jsonl)); });
+    EXPECT_NE(msg.find(p + ": line 2: "), std::string::npos) << c.line << " -> " << msg;
+    EXPECT_NE(msg.find(c.what), std::string::npos) << c.line << " -> " << msg;
+  }
+}
+
+TEST_F(records, JsonlNonStringField) {
+  std::string p = write("n.jsonl", "{\"text\": 42}\n");
+  std::string msg = input_error([&] { read_all(p, format(RecordFormat::jsonl)); });
+  EXPECT_NE(msg.find(p + ": line 1: member \"text\" is not a string"), std::string::npos) << msg;
+}
+
+TEST_F(records, JsonlLoneSurrogatesAreErrorsOrReplaced) {
+  const std::string content = R"({"text": "a\ud83db"})"
+                              "\n"
+                              R"({"text": "\ude00\ud83d\u0041"})"
+                              "\n";
+  std::string p = write("s.jsonl", content);
+  std::string msg = input_error([&] { read_all(p, format(RecordFormat::jsonl)); });
+  EXPECT_NE(msg.find(p + ": line 1: malformed JSON at column 12: lone surrogate"), std::string::npos) << msg;
+  RecordOptions o = format(RecordFormat::jsonl);
+  o.utf8_replace = true;
+  EXPECT_EQ(texts(read_all(p, o)), (Strings{"a\xEF\xBF\xBD"
+                                            "b",
+                                            "\xEF\xBF\xBD\xEF\xBF\xBD"
+                                            "A"}));
+}
+
+TEST_F(records, JsonlInvalidUtf8IsAnErrorWithOffsetOrReplaced) {
+  std::string p = write("u.jsonl", "{\"text\": \"ok\"}\n{\"text\": \"b\xFF\"}\n");
+  std::string msg = input_error([&] { read_all(p, format(RecordFormat::jsonl)); });
+  EXPECT_NE(msg.find(p + ": line 2: invalid UTF-8 at byte offset 26"), std::string::npos) << msg;
+  RecordOptions o = format(RecordFormat::jsonl);
+  o.utf8_replace = true;
+  EXPECT_EQ(texts(read_all(p, o)), (Strings{"ok", "b\xEF\xBF\xBD"}));
+}
+
+TEST_F(records, JsonDuplicateMemberLastWinsAndDeepNestingIsRejected) {
+  std::string out;
+  EXPECT_TRUE(json_string_field(R"({"text": "a", "text": "b"})", "text", out, "w"));
+  EXPECT_EQ(out, "b");
+  EXPECT_FALSE(json_string_field(R"({})", "text", out, "w"));
+  EXPECT_TRUE(json_string_field(R"( { "k\u0065y" : "v" } )", "key", out, "w"));  // escaped member names
+  EXPECT_EQ(out, "v");
+  std::string deep = "{\"a\": " + std::string(2000, '[') + std::string(2000, ']') + "}";
+  std::string msg = input_error([&] { json_string_field(deep, "text", out, "where"); });
+  EXPECT_NE(msg.find("where: malformed JSON"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("nested too deeply"), std::string::npos) << msg;
+}
+
+TEST_F(records, MissingFileAndUnknownFormat) {
+  std::string p = dir_ + "/missing.txt";
+  std::string msg = input_error([&] { RecordReader r(p, {}); });
+  EXPECT_NE(msg.find(p + ": cannot open: No such file or directory"), std::string::npos) << msg;
+  EXPECT_EQ(parse_record_format("records"), RecordFormat::records);
+  EXPECT_NE(input_error([] { parse_record_format("csv"); }).find("unknown format 'csv'"), std::string::npos);
+}
