@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs the Debian packages rnn_dist needs when any is missing: as root with apt-get, otherwise it
+# prints the one command to run and fails. Sourced by scripts/test.sh and scripts/demo.sh.
+RNN_DIST_PACKAGES="build-essential cmake pkg-config libopenmpi-dev openmpi-bin libhdf5-dev libboost-program-options-dev libopenblas-dev libgtest-dev fortunes"
+
+rnn_dist_install_deps() {
+  local missing=()
+  for p in $RNN_DIST_PACKAGES; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "missing packages; run: sudo apt-get install -y ${missing[*]}" >&2
+    return 1
+  fi
+  echo "installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
