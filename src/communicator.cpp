@@ -2,6 +2,7 @@
 // all-reduce (see communicator.h). All MPI calls of rnn_dist live in this file.
 #include "rnn_dist/communicator.h"
 
+#define OMPI_SKIP_MPICXX 1  // the C API only: the deprecated C++ bindings are not linked
 #include <mpi.h>
 #include <unistd.h>
 

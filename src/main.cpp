@@ -16,6 +16,7 @@ struct Command {
 const std::map<std::string, Command>& commands() {
   static const std::map<std::string, Command> c = {
       {"info", {rnn_dist::cmd_info, "summarise a sequence file"}},
+      {"train", {rnn_dist::cmd_train, "train a model (under mpirun for several ranks)"}},
   };
   return c;
 }

@@ -10,5 +10,6 @@ namespace rnn_dist {
 using Args = std::vector<std::string>;
 
 int cmd_info(const Args& args);
+int cmd_train(const Args& args);
 
 }  // namespace rnn_dist

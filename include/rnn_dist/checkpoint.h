@@ -1,0 +1,40 @@
+// Checkpoints: HDF5 files DIR/step-NNNNNNNN.h5 written atomically (temporary name, fsync, rename), with
+// the parameters under /model named and shaped as PyTorch's state_dict (docs/checkpoint-format.md), plus
+// the model configuration, vocabulary, optimizer state and training position.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "rnn_dist/model.h"
+#include "rnn_dist/optimizer.h"
+
+namespace rnn_dist {
+
+struct TrainingPosition {
+  int64_t step = 0;           // optimizer steps taken
+  int64_t epoch = 1;          // 1-based epoch in progress
+  int64_t step_in_epoch = 0;  // global batches of that epoch already consumed
+  uint64_t seed = 0;
+};
+
+// "DIR/step-00000042.h5"
+std::string checkpoint_path(const std::string& dir, int64_t step);
+
+// Writes a checkpoint and removes all but the newest `keep` ones in the directory.
+void write_checkpoint(const std::string& dir, int keep, Model& model, Optimizer& optimizer, const std::string& tokenizer,
+                      const std::vector<std::string>& vocab, const TrainingPosition& pos);
+
+// What a checkpoint holds, read back on the host.
+struct CheckpointData {
+  ModelConfig config;
+  std::string tokenizer;
+  std::vector<std::string> vocab;
+  std::vector<float> params;  // flat, in Model's order (filled by name and shape, so checked)
+  TrainingPosition position;
+};
+// Reads the model part (configuration, vocabulary, parameters by name and shape, position).
+CheckpointData read_checkpoint(const std::string& path, Backend& backend);
+
+}  // namespace rnn_dist

@@ -1,0 +1,102 @@
+// Checkpoint writing and reading (see checkpoint.h).
+#include "rnn_dist/checkpoint.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+
+#include "rnn_dist/atomic_file.h"
+#include "rnn_dist/error.h"
+#include "rnn_dist/h5.h"
+
+namespace rnn_dist {
+
+namespace fs = std::filesystem;
+
+std::string checkpoint_path(const std::string& dir, int64_t step) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "step-%08lld.h5", static_cast<long long>(step));
+  return (fs::path(dir) / name).string();
+}
+
+void write_checkpoint(const std::string& dir, int keep, Model& model, Optimizer& optimizer, const std::string& tokenizer,
+                      const std::vector<std::string>& vocab, const TrainingPosition& pos) {
+  const std::string path = checkpoint_path(dir, pos.step);
+  AtomicFile out(path);
+  {
+    h5::File f = h5::File::create(out.temp_path());
+    f.write_attr("/", "format", std::string("rnn_dist.checkpoint"));
+    f.write_attr("/", "version", int64_t{1});
+    const ModelConfig& c = model.config();
+    f.write_attr("/", "vocab_size", c.vocab);
+    f.write_attr("/", "embed", int64_t{c.embed});
+    f.write_attr("/", "hidden", int64_t{c.hidden});
+    f.write_attr("/", "layers", int64_t{c.layers});
+    f.write_attr("/", "dropout", double{c.dropout});
+    f.write_attr("/", "tokenizer", tokenizer);
+    f.write_attr("/", "step", pos.step);
+    f.write_attr("/", "epoch", pos.epoch);
+    f.write_attr("/", "step_in_epoch", pos.step_in_epoch);
+    f.write_attr("/", "seed", static_cast<int64_t>(pos.seed));
+    f.write_strings("/vocab", vocab);
+    f.create_group("/model");
+    const std::vector<float> host = model.download_params();
+    for (const ParamSlice& s : model.param_slices()) {
+      std::vector<float> part(host.begin() + s.offset, host.begin() + s.offset + numel_of(s.shape));
+      std::vector<uint64_t> shape(s.shape.begin(), s.shape.end());
+      f.write("/model/" + s.name, part, shape);
+    }
+    f.create_group("/optimizer");
+    f.write_attr("/optimizer", "kind", optimizer.config().kind);
+    f.write_attr("/optimizer", "steps", optimizer.steps());
+    for (auto& [name, tensor] : optimizer.state()) {
+      std::vector<float> state(tensor->numel());
+      model.backend().download(state.data(), tensor->data(), state.size() * sizeof(float));
+      f.write("/optimizer/" + name, state);
+    }
+    f.flush();
+  }
+  out.commit();
+
+  std::vector<std::string> existing;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::string n = e.path().filename().string();
+    if (n.starts_with("step-") && n.ends_with(".h5") && n.size() == 16) existing.push_back(e.path().string());
+  }
+  std::sort(existing.begin(), existing.end());
+  for (size_t i = 0; i + static_cast<size_t>(std::max(keep, 1)) < existing.size(); ++i) fs::remove(existing[i]);
+}
+
+CheckpointData read_checkpoint(const std::string& path, Backend& backend) {
+  h5::File f = h5::File::open_read(path);
+  if (!f.has_attr("/", "format") || f.read_attr_string("/", "format") != "rnn_dist.checkpoint")
+    throw InputError(cat(path, ": not an rnn_dist checkpoint"));
+  CheckpointData d;
+  d.config.vocab = f.read_attr_int("/", "vocab_size");
+  d.config.embed = static_cast<int>(f.read_attr_int("/", "embed"));
+  d.config.hidden = static_cast<int>(f.read_attr_int("/", "hidden"));
+  d.config.layers = static_cast<int>(f.read_attr_int("/", "layers"));
+  d.config.dropout = static_cast<float>(f.read_attr_double("/", "dropout"));
+  d.tokenizer = f.read_attr_string("/", "tokenizer");
+  d.vocab = f.read_strings("/vocab");
+  if (static_cast<int64_t>(d.vocab.size()) != d.config.vocab)
+    throw InputError(cat(path, ": /vocab has ", d.vocab.size(), " entries but vocab_size is ", d.config.vocab));
+  d.position.step = f.read_attr_int("/", "step");
+  d.position.epoch = f.read_attr_int("/", "epoch");
+  d.position.step_in_epoch = f.read_attr_int("/", "step_in_epoch");
+  d.position.seed = static_cast<uint64_t>(f.read_attr_int("/", "seed"));
+  Model layout(backend, d.config);
+  d.params.assign(layout.num_params(), 0.0f);
+  for (const ParamSlice& s : layout.param_slices()) {
+    const std::string name = "/model/" + s.name;
+    std::vector<uint64_t> shape = f.shape(name);
+    if (!std::equal(shape.begin(), shape.end(), s.shape.begin(), s.shape.end(),
+                    [](uint64_t a, int64_t b) { return a == static_cast<uint64_t>(b); }))
+      throw InputError(cat(path, ": ", name, " has the wrong shape"));
+    std::vector<float> part = f.read<float>(name);
+    std::copy(part.begin(), part.end(), d.params.begin() + s.offset);
+  }
+  return d;
+}
+
+}  // namespace rnn_dist
