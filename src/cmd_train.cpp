@@ -129,11 +129,43 @@ std::pair<double, double> evaluate_file(Model& model, const SequenceFile& file, 
   return {acc[0], acc[1]};
 }
 
+// Runs fn on every rank; if it failed on any, rank 0 prints the lowest failing rank's message once and
+// every rank returns that rank's exit code. Set-up errors (options, files) are usually the same everywhere.
+template <class Fn>
+int agree_on_errors(Topology& topo, Fn&& fn) {
+  std::string error;
+  int code = 0;
+  try {
+    fn();
+  } catch (const Error& e) {
+    error = cat(e.exit_code(), " ", e.what());
+  }
+  std::vector<std::string> errors = topo.world->allgather_strings(error);
+  for (int r = 0; r < topo.world_size(); ++r) {
+    if (errors[r].empty()) continue;
+    size_t space = errors[r].find(' ');
+    code = std::stoi(errors[r].substr(0, space));
+    if (topo.world_rank() == 0)
+      std::cerr << "rnn_dist: error: " << (r > 0 ? cat("rank ", r, ": ") : "") << errors[r].substr(space + 1)
+                << std::endl;
+    return code;
+  }
+  return 0;
+}
+
 int train(const TrainOptions& o, Topology& topo) {
   const bool lead = topo.world_rank() == 0;
   const int world = topo.world_size();
-  SequenceFile train_file = SequenceFile::open(o.train);
-  std::optional<SequenceFile> valid_file;
+  std::optional<SequenceFile> train_opt, valid_file;
+  BatchCut cut;
+  int64_t steps_per_epoch = 0, total_steps = 0;
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Model> model_ptr;
+  std::unique_ptr<Optimizer> optimizer_ptr;
+  std::unique_ptr<LrSchedule> schedule_ptr;
+  if (int rc = agree_on_errors(topo, [&] {
+  train_opt.emplace(SequenceFile::open(o.train));
+  const SequenceFile& train_file = *train_opt;
   if (!o.valid.empty()) {
     valid_file.emplace(SequenceFile::open(o.valid));
     if (valid_file->vocab() != train_file.vocab())
@@ -141,28 +173,33 @@ int train(const TrainOptions& o, Topology& topo) {
   }
   for (int64_t i = 0; i < train_file.num_sequences(); ++i)
     if (train_file.length(i) < 2) throw InputError(cat(o.train, ": sequence ", i, " has fewer than 2 tokens"));
-  BatchCut cut = cut_global_batches(train_file.offsets(), o.batching, world);
+  cut = cut_global_batches(train_file.offsets(), o.batching, world);
   if (o.allreduce == "hierarchical") {
     int64_t sizes[2] = {topo.local_size(), -topo.local_size()};
     topo.world->allreduce_max(sizes, 2);
     if (sizes[0] != -sizes[1]) throw InputError("--allreduce hierarchical needs the same number of ranks on every node");
   }
-  const int64_t steps_per_epoch = static_cast<int64_t>(cut.batches.size());
-  int64_t total_steps = steps_per_epoch * o.epochs;
+  steps_per_epoch = static_cast<int64_t>(cut.batches.size());
+  total_steps = steps_per_epoch * o.epochs;
   if (o.max_steps > 0) total_steps = std::min(total_steps, o.max_steps);
   // Every rank must agree on the number of steps, or one would wait forever in a collective.
   int64_t agree[2] = {total_steps, -total_steps};
   topo.world->allreduce_max(agree, 2);
   if (agree[0] != -agree[1]) throw Error("ranks disagree on the number of training steps");
 
-  std::unique_ptr<Backend> backend =
-      make_backend(o.device == "cuda" ? DeviceType::cuda : DeviceType::cpu, topo.local_rank(), o.threads);
+  backend = make_backend(o.device == "cuda" ? DeviceType::cuda : DeviceType::cpu, topo.local_rank(), o.threads);
   ModelConfig mc = o.model;
   mc.vocab = train_file.vocab_size();
-  Model model(*backend, mc);
-  model.init(o.seed);
-  Optimizer optimizer(*backend, o.optimizer, model.num_params());
-  LrSchedule schedule(o.schedule, o.optimizer.lr, total_steps);
+  model_ptr = std::make_unique<Model>(*backend, mc);
+  model_ptr->init(o.seed);
+  optimizer_ptr = std::make_unique<Optimizer>(*backend, o.optimizer, model_ptr->num_params());
+  schedule_ptr = std::make_unique<LrSchedule>(o.schedule, o.optimizer.lr, total_steps);
+  }))
+    return rc;
+  const SequenceFile& train_file = *train_opt;
+  Model& model = *model_ptr;
+  Optimizer& optimizer = *optimizer_ptr;
+  LrSchedule& schedule = *schedule_ptr;
   const AllreduceAlgo algo = o.allreduce == "flat" ? AllreduceAlgo::flat : AllreduceAlgo::hierarchical;
 
   std::ofstream metrics;
@@ -274,6 +311,7 @@ int cmd_train(const Args& args) {
   TrainOptions o;
   po::options_description desc = train_options(o);
   po::variables_map vm;
+  std::string parse_error;  // reported after MPI start-up, so that it is printed once
   try {
     po::store(po::command_line_parser(args).options(desc).run(), vm);
     if (vm.count("help")) {
@@ -282,25 +320,15 @@ int cmd_train(const Args& args) {
     }
     po::notify(vm);
   } catch (const po::error& e) {
-    throw InputError(e.what());
+    parse_error = e.what();
   }
   MpiEnvironment mpi(nullptr, nullptr);
-  Topology topo = make_mpi_topology(o.ranks_per_node);
-  // Set-up errors (options, files) are usually the same on every rank: agree on them, print once.
-  std::string error;
-  int code = 0;
-  try {
-    check_options(o);
-  } catch (const Error& e) {
-    error = e.what();
-    code = e.exit_code();
-  }
-  std::vector<std::string> errors = topo.world->allgather_strings(error);
-  for (int r = 0; r < topo.world_size(); ++r) {
-    if (errors[r].empty()) continue;
-    if (topo.world_rank() == 0) std::cerr << "rnn_dist: error: " << errors[r] << std::endl;
-    return code ? code : 2;
-  }
+  Topology topo = make_mpi_topology(parse_error.empty() ? o.ranks_per_node : 0);
+  if (int rc = agree_on_errors(topo, [&] {
+        if (!parse_error.empty()) throw InputError(parse_error);
+        check_options(o);
+      }))
+    return rc;
   try {
     return train(o, topo);
   } catch (const Error& e) {

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# CLI tests of `rnn_dist train`: training lowers the loss and writes a checkpoint and metrics; N ranks
+# give the same parameters as 1 rank with the same global batch (flat and hierarchical all-reduce);
+# bad options end with exit code 2 and one message, printed once. $1 = build directory.
+set -uo pipefail
+BUILD=$(cd "$1" && pwd)
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+cd "$T"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+pass=0 fail=0
+ok() { echo "ok: $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL: $1"; fail=$((fail + 1)); }
+
+# A small corpus with structure to learn.
+python3 - <<'PY' > corpus.txt
+import random
+random.seed(3)
+words = "the quick brown fox jumps over a lazy dog while seven wizards quietly hex jam bags".split()
+for i in range(600):
+    print(" ".join(random.choice(words) for _ in range(random.randint(2, 12))))
+    print("%")
+PY
+"$BUILD/rnn_prep" --input corpus.txt --output-dir data --format records --valid-fraction 0.1 >/dev/null || bad "rnn_prep"
+
+A="--train data/train.h5 --embed 16 --hidden 32 --layers 2 --max-steps 20 --log-every 5 --seed 7"
+if "$BUILD/rnn_dist" train $A --valid data/valid.h5 --batch-size 8 --checkpoint-dir c1 --metrics m.jsonl > log1 2>&1; then
+  ok "1-rank training exits 0"
+else
+  bad "1-rank training: $(tail -1 log1)"
+fi
+[ -f c1/step-00000020.h5 ] && ok "checkpoint written" || bad "no checkpoint c1/step-00000020.h5"
+first=$(grep -m1 '"kind":"train"' m.jsonl | sed 's/.*"loss":\([0-9.e+-]*\).*/\1/')
+last=$(grep '"kind":"train"' m.jsonl | tail -1 | sed 's/.*"loss":\([0-9.e+-]*\).*/\1/')
+python3 -c "import sys; sys.exit(0 if float('$last') < float('$first') - 0.15 else 1)" \
+  && ok "loss falls ($first -> $last)" || bad "loss did not fall ($first -> $last)"
+grep -q '"kind":"valid"' m.jsonl && ok "validation metrics logged" || bad "no validation metrics"
+
+mpirun --oversubscribe -np 2 "$BUILD/rnn_dist" train $A --batch-size 4 --checkpoint-dir c2 > log2 2>&1 || bad "2 ranks: $(tail -1 log2)"
+mpirun --oversubscribe -np 4 "$BUILD/rnn_dist" train $A --batch-size 2 --ranks-per-node 2 --allreduce hierarchical \
+  --checkpoint-dir c4 > log4 2>&1 || bad "4 ranks hierarchical: $(tail -1 log4)"
+for d in c2 c4; do
+  if h5diff -d 1e-5 c1/step-00000020.h5 $d/step-00000020.h5 /model > diff.$d 2>&1; then
+    ok "$d parameters equal 1 rank within 1e-5"
+  else
+    bad "$d parameters differ from 1 rank: $(head -3 diff.$d)"
+  fi
+done
+
+# Bad options: exit code 2, one line, printed once even with 2 ranks.
+B="--max-steps 2 --embed 8 --hidden 8"
+for opt in "--train data/train.h5 --layers -3" "--train data/train.h5 --optimizer rmsprop" "--train missing.h5" \
+           "--train data/train.h5 --bogus 1" "--train data/train.h5 --batch-tokens 3"; do
+  "$BUILD/rnn_dist" train $B $opt > out 2> err
+  rc=$?
+  [ $rc -eq 2 ] && [ "$(wc -l < err)" -eq 1 ] && ok "'$opt' -> exit 2: $(cat err)" || bad "'$opt' -> exit $rc: $(cat err)"
+done
+for opt in "--optimizer rmsprop" "--hidden 0" "--lr-schedule linear"; do
+  mpirun --oversubscribe -np 2 "$BUILD/rnn_dist" train $B --train data/train.h5 $opt > out 2> err
+  rc=$?
+  [ $rc -eq 2 ] && [ "$(grep -c 'rnn_dist: error' err)" -eq 1 ] && ok "2 ranks, '$opt': exit 2, printed once" || bad "2 ranks, '$opt': exit $rc: $(cat err)"
+done
+"$BUILD/rnn_dist" train $A --checkpoint-dir /proc/rnn_dist > out 2> err
+[ $? -eq 2 ] && grep -q checkpoint-dir err && ok "unwritable checkpoint dir -> exit 2" || bad "unwritable checkpoint dir: $(cat err)"
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]
