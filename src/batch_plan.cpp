@@ -40,14 +40,15 @@ std::vector<std::pair<int64_t, int64_t>> cut(const std::vector<int64_t>& offsets
 
 std::vector<SliceRange> balanced_slices(const std::vector<int64_t>& offsets, int64_t begin, int64_t end, int parts) {
   if (end - begin < parts) throw Error("balanced_slices: fewer sequences than parts");
-  const int64_t total = range_targets(offsets, begin, end);
   std::vector<SliceRange> out;
   int64_t start = begin;
   for (int k = 1; k <= parts; ++k) {
     int64_t stop = end;
     if (k < parts) {
-      // First cut whose prefix reaches k/parts of the tokens, or the one before it if that is closer.
-      const double goal = double(total) * k / parts;
+      // Aim at an equal share of the tokens still left (not a fixed k/parts point, so misses do not add up):
+      // the first cut reaching it, or the one before it if that is closer.
+      const double goal = double(range_targets(offsets, begin, start)) +
+                          double(range_targets(offsets, start, end)) / (parts - k + 1);
       const int64_t lo = start + 1, hi = end - (parts - k);
       int64_t j = lo;
       while (j < hi && range_targets(offsets, begin, j) < goal) ++j;

@@ -17,6 +17,8 @@ const std::map<std::string, Command>& commands() {
   static const std::map<std::string, Command> c = {
       {"info", {rnn_dist::cmd_info, "summarise a sequence file"}},
       {"train", {rnn_dist::cmd_train, "train a model (under mpirun for several ranks)"}},
+      {"eval", {rnn_dist::cmd_eval, "loss, perplexity and bits per token of a checkpoint on a file"}},
+      {"sample", {rnn_dist::cmd_sample, "generate text from a checkpoint"}},
   };
   return c;
 }

@@ -11,5 +11,7 @@ using Args = std::vector<std::string>;
 
 int cmd_info(const Args& args);
 int cmd_train(const Args& args);
+int cmd_eval(const Args& args);
+int cmd_sample(const Args& args);
 
 }  // namespace rnn_dist
