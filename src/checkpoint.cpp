@@ -13,6 +13,28 @@ namespace rnn_dist {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// Checkpoint files of a directory, oldest first (the zero-padded step sorts by name).
+std::vector<std::string> list_checkpoints(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::string n = e.path().filename().string();
+    if (n.starts_with("step-") && n.ends_with(".h5") && n.size() == 16) out.push_back(e.path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+std::string newest_checkpoint(const std::string& dir) {
+  std::vector<std::string> all = list_checkpoints(dir);
+  return all.empty() ? "" : all.back();
+}
+
 std::string checkpoint_path(const std::string& dir, int64_t step) {
   char name[32];
   std::snprintf(name, sizeof(name), "step-%08lld.h5", static_cast<long long>(step));
@@ -38,6 +60,8 @@ void write_checkpoint(const std::string& dir, int keep, Model& model, Optimizer&
     f.write_attr("/", "epoch", pos.epoch);
     f.write_attr("/", "step_in_epoch", pos.step_in_epoch);
     f.write_attr("/", "seed", static_cast<int64_t>(pos.seed));
+    f.write_attr("/", "plateau_factor", pos.plateau_factor);
+    f.write_attr("/", "best_loss", pos.best_loss);
     f.write_strings("/vocab", vocab);
     f.create_group("/model");
     const std::vector<float> host = model.download_params();
@@ -58,12 +82,7 @@ void write_checkpoint(const std::string& dir, int keep, Model& model, Optimizer&
   }
   out.commit();
 
-  std::vector<std::string> existing;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    std::string n = e.path().filename().string();
-    if (n.starts_with("step-") && n.ends_with(".h5") && n.size() == 16) existing.push_back(e.path().string());
-  }
-  std::sort(existing.begin(), existing.end());
+  std::vector<std::string> existing = list_checkpoints(dir);
   for (size_t i = 0; i + static_cast<size_t>(std::max(keep, 1)) < existing.size(); ++i) fs::remove(existing[i]);
 }
 
@@ -85,6 +104,13 @@ CheckpointData read_checkpoint(const std::string& path, Backend& backend) {
   d.position.epoch = f.read_attr_int("/", "epoch");
   d.position.step_in_epoch = f.read_attr_int("/", "step_in_epoch");
   d.position.seed = static_cast<uint64_t>(f.read_attr_int("/", "seed"));
+  d.position.plateau_factor = f.read_attr_double("/", "plateau_factor");
+  d.position.best_loss = f.read_attr_double("/", "best_loss");
+  d.optimizer_kind = f.read_attr_string("/optimizer", "kind");
+  d.optimizer_steps = f.read_attr_int("/optimizer", "steps");
+  for (const char* name : {"exp_avg", "exp_avg_sq", "momentum_buffer"})
+    if (f.exists(std::string("/optimizer/") + name))
+      d.optimizer_state.emplace_back(name, f.read<float>(std::string("/optimizer/") + name));
   Model layout(backend, d.config);
   d.params.assign(layout.num_params(), 0.0f);
   for (const ParamSlice& s : layout.param_slices()) {

@@ -36,6 +36,7 @@ struct TrainOptions {
   float clip_norm = 0;
   int64_t epochs = 1, max_steps = 0, save_every = 0, log_every = 10;
   int keep = 3, threads = 1, ranks_per_node = 0;
+  bool resume = false;
   uint64_t seed = 1;
 };
 
@@ -67,6 +68,7 @@ po::options_description train_options(TrainOptions& o) {
       ("checkpoint-dir", po::value(&o.checkpoint_dir), "directory for step-NNNNNNNN.h5 checkpoints")
       ("save-every", po::value(&o.save_every)->default_value(0), "checkpoint every N steps (0 = only at the end)")
       ("keep", po::value(&o.keep)->default_value(3), "checkpoints to keep")
+      ("resume", po::bool_switch(&o.resume), "continue from the newest checkpoint in --checkpoint-dir (fresh start, with a notice, if there is none)")
       ("threads", po::value(&o.threads)->default_value(1), "CPU threads per rank")
       ("seed", po::value(&o.seed)->default_value(1), "seed of initialisation, shuffling and dropout")
       ("log-every", po::value(&o.log_every)->default_value(10), "steps between progress lines")
@@ -93,6 +95,7 @@ void check_options(const TrainOptions& o) {
   if (o.model.dropout < 0 || o.model.dropout >= 1) throw InputError(cat("--dropout must be in [0, 1) (got ", o.model.dropout, ")"));
   if (!(o.optimizer.lr > 0)) throw InputError(cat("--lr must be positive (got ", o.optimizer.lr, ")"));
   if (o.clip_norm < 0) throw InputError("--clip-norm must not be negative");
+  if (o.resume && o.checkpoint_dir.empty()) throw InputError("--resume needs --checkpoint-dir");
   if (o.max_steps < 0 || o.save_every < 0) throw InputError("--max-steps and --save-every must not be negative");
   if (o.device != "cpu" && o.device != "cuda") throw InputError(cat("--device: unknown device '", o.device, "' (cpu or cuda)"));
   if (o.allreduce != "flat" && o.allreduce != "hierarchical")
@@ -163,6 +166,7 @@ int train(const TrainOptions& o, Topology& topo) {
   std::unique_ptr<Model> model_ptr;
   std::unique_ptr<Optimizer> optimizer_ptr;
   std::unique_ptr<LrSchedule> schedule_ptr;
+  TrainingPosition pos;
   if (int rc = agree_on_errors(topo, [&] {
   train_opt.emplace(SequenceFile::open(o.train));
   const SequenceFile& train_file = *train_opt;
@@ -194,6 +198,31 @@ int train(const TrainOptions& o, Topology& topo) {
   model_ptr->init(o.seed);
   optimizer_ptr = std::make_unique<Optimizer>(*backend, o.optimizer, model_ptr->num_params());
   schedule_ptr = std::make_unique<LrSchedule>(o.schedule, o.optimizer.lr, total_steps);
+  pos.seed = o.seed;
+  const std::string from = o.resume ? newest_checkpoint(o.checkpoint_dir) : "";
+  if (o.resume && from.empty() && lead)
+    std::cout << "--resume: no checkpoint in " << o.checkpoint_dir << ", starting fresh" << std::endl;
+  if (!from.empty()) {
+    CheckpointData ck = read_checkpoint(from, *backend);
+    const ModelConfig& c = ck.config;
+    if (c.vocab != mc.vocab || c.embed != mc.embed || c.hidden != mc.hidden || c.layers != mc.layers)
+      throw InputError(cat(from, ": model (vocab ", c.vocab, ", embed ", c.embed, ", hidden ", c.hidden, ", layers ",
+                           c.layers, ") differs from the command line's (vocab ", mc.vocab, ", embed ", mc.embed,
+                           ", hidden ", mc.hidden, ", layers ", mc.layers, ")"));
+    if (ck.vocab != train_file.vocab()) throw InputError(cat(from, ": vocabulary differs from ", o.train));
+    if (ck.optimizer_kind != o.optimizer.kind)
+      throw InputError(cat(from, ": written with --optimizer ", ck.optimizer_kind, ", not ", o.optimizer.kind));
+    model_ptr->upload_params(ck.params);
+    optimizer_ptr->set_steps(ck.optimizer_steps);
+    for (auto& [name, tensor] : optimizer_ptr->state())
+      for (auto& [saved, values] : ck.optimizer_state)
+        if (saved == name && static_cast<int64_t>(values.size()) == tensor->numel())
+          backend->upload(tensor->data(), values.data(), values.size() * sizeof(float));
+    pos = ck.position;
+    schedule_ptr->plateau_factor = pos.plateau_factor;
+    schedule_ptr->best_loss = pos.best_loss;
+    if (lead) std::cout << "resumed from " << from << " (step " << pos.step << ")" << std::endl;
+  }
   }))
     return rc;
   const SequenceFile& train_file = *train_opt;
@@ -219,24 +248,27 @@ int train(const TrainOptions& o, Topology& topo) {
   // The gradient buffer plus two trailing slots (loss sum, token count) travel in one all-reduce.
   const int64_t n = model.num_params();
   std::vector<float> reduce_buf(n + 2), scratch;
-  TrainingPosition pos;
-  pos.seed = o.seed;
   auto start = std::chrono::steady_clock::now();
   auto last_log = start;
   double interval_tokens = 0, interval_loss = 0, interval_count = 0;
 
   auto save = [&] {
+    pos.plateau_factor = schedule.plateau_factor;
+    pos.best_loss = schedule.best_loss;
     if (lead && !o.checkpoint_dir.empty())
       write_checkpoint(o.checkpoint_dir, o.keep, model, optimizer, train_file.tokenizer(), train_file.vocab(), pos);
   };
 
-  for (int64_t epoch = 1; epoch <= o.epochs && pos.step < total_steps; ++epoch) {
+  // A resumed run continues inside the epoch it stopped in; a finished epoch moves on to the next.
+  int64_t first_epoch = pos.epoch, first_k = pos.step_in_epoch;
+  if (first_k >= steps_per_epoch) ++first_epoch, first_k = 0;
+  for (int64_t epoch = first_epoch; epoch <= o.epochs && pos.step < total_steps; ++epoch, first_k = 0) {
     pos.epoch = epoch;
     const std::vector<int64_t> order = epoch_order(steps_per_epoch, o.seed, epoch);
     auto slice_of = [&](int64_t k) { return cut.batches[order[k]].slices[topo.world_rank()]; };
     // Read-ahead: the next slice is read on a background thread while this step computes.
-    std::future<Batch> next = std::async(std::launch::async, load, std::cref(train_file), slice_of(0));
-    for (int64_t k = 0; k < steps_per_epoch && pos.step < total_steps; ++k) {
+    std::future<Batch> next = std::async(std::launch::async, load, std::cref(train_file), slice_of(first_k));
+    for (int64_t k = first_k; k < steps_per_epoch && pos.step < total_steps; ++k) {
       Batch batch = next.get();
       if (k + 1 < steps_per_epoch) next = std::async(std::launch::async, load, std::cref(train_file), slice_of(k + 1));
       const GlobalBatch& gb = cut.batches[order[k]];

@@ -17,6 +17,7 @@ struct TrainingPosition {
   int64_t epoch = 1;          // 1-based epoch in progress
   int64_t step_in_epoch = 0;  // global batches of that epoch already consumed
   uint64_t seed = 0;
+  double plateau_factor = 1.0, best_loss = 1e300;  // learning-rate schedule state
 };
 
 // "DIR/step-00000042.h5"
@@ -33,8 +34,14 @@ struct CheckpointData {
   std::vector<std::string> vocab;
   std::vector<float> params;  // flat, in Model's order (filled by name and shape, so checked)
   TrainingPosition position;
+  std::string optimizer_kind;
+  int64_t optimizer_steps = 0;
+  std::vector<std::pair<std::string, std::vector<float>>> optimizer_state;  // flat, parameter order
 };
 // Reads the model part (configuration, vocabulary, parameters by name and shape, position).
 CheckpointData read_checkpoint(const std::string& path, Backend& backend);
+
+// The newest DIR/step-NNNNNNNN.h5, or "" when there is none (or no such directory).
+std::string newest_checkpoint(const std::string& dir);
 
 }  // namespace rnn_dist

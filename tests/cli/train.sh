@@ -43,6 +43,20 @@ for d in c2 c4; do
   fi
 done
 
+# Resume: 12 steps, stop, resume to 20 gives bitwise the parameters of 20 uninterrupted steps
+# (within one epoch). A directory without checkpoints with --resume starts fresh with a notice.
+R="--train data/train.h5 --embed 16 --hidden 32 --layers 2 --log-every 5 --seed 7 --batch-size 8 --save-every 4"
+"$BUILD/rnn_dist" train $R --max-steps 12 --checkpoint-dir cr > logr1 2>&1 || bad "resume part 1: $(tail -1 logr1)"
+"$BUILD/rnn_dist" train $R --max-steps 20 --resume --checkpoint-dir cr > logr2 2>&1 || bad "resume part 2: $(tail -1 logr2)"
+grep -q "resumed from cr/step-00000012.h5" logr2 && ok "resume found the newest checkpoint" || bad "resume: $(head -3 logr2)"
+h5diff c1/step-00000020.h5 cr/step-00000020.h5 /model > diff.r 2>&1 && ok "resumed run is bitwise equal" \
+  || bad "resumed run differs: $(head -3 diff.r)"
+"$BUILD/rnn_dist" train $A --batch-size 8 --resume --checkpoint-dir fresh > logf 2>&1
+grep -q "starting fresh" logf && ok "--resume with no checkpoint starts fresh" || bad "--resume fresh: $(head -2 logf)"
+"$BUILD/rnn_dist" train --train data/train.h5 --embed 16 --hidden 24 --layers 2 --resume --checkpoint-dir cr > out 2> err
+[ $? -eq 2 ] && grep -q "differs from the command line" err && ok "resume with another model shape -> exit 2" \
+  || bad "resume with another shape: $(cat err)"
+
 # Bad options: exit code 2, one line, printed once even with 2 ranks.
 B="--max-steps 2 --embed 8 --hidden 8"
 for opt in "--train data/train.h5 --layers -3" "--train data/train.h5 --optimizer rmsprop" "--train missing.h5" \
