@@ -1,6 +1,8 @@
 // Tests of the sequence file: SequenceWriter/SequenceFile round trip, and one test per invariant the reader
 // validates, each on a file built by hand with h5::File (valid, then one thing broken).
 #include <gtest/gtest.h>
+
+#include "test_util.h"
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -70,17 +72,6 @@ void write_parts(const std::string& path, const Parts& p) {
   f.flush();
 }
 
-// The message of the InputError f throws ("" and a test failure when it throws none).
-template <class F>
-std::string input_error(F&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no InputError thrown";
-  return "";
-}
 
 // Writes parts (after change) and returns the error of opening the file, which must name the file.
 std::string open_error(const std::string& path, const std::function<void(Parts&)>& change) {

@@ -1,5 +1,7 @@
 // Tests of the record readers (lines, separator records, JSON Lines) and the JSON string-field extractor.
 #include <gtest/gtest.h>
+
+#include "test_util.h"
 #include <stdlib.h>
 
 #include <filesystem>
@@ -58,17 +60,6 @@ RecordOptions format(RecordFormat f) {
   return o;
 }
 
-// The message of the InputError f throws ("" and a test failure when it throws none).
-template <class F>
-std::string input_error(F&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no InputError thrown";
-  return "";
-}
 
 using Strings = std::vector<std::string>;
 

@@ -1,5 +1,7 @@
 // Tests of the tokenizers (char, byte, word), the UTF-8 helpers and vocabulary building.
 #include <gtest/gtest.h>
+
+#include "test_util.h"
 #include <stdlib.h>
 
 #include <filesystem>
@@ -16,17 +18,6 @@ using Ids = std::vector<int32_t>;
 
 namespace {
 
-// The message of the InputError f throws ("" and a test failure when it throws none).
-template <class F>
-std::string input_error(F&& f) {
-  try {
-    f();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no InputError thrown";
-  return "";
-}
 
 Tokenizer char_tokenizer(const std::vector<std::string>& texts, bool replace = false) {
   VocabCounter c(TokenizerKind::chr, replace);
