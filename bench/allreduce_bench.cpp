@@ -1,0 +1,79 @@
+// All-reduce micro-benchmark in the style of nccl-tests: flat and hierarchical sums over MPI, sizes from
+// --min-bytes to --max-bytes (doubling, plus an odd count that no local size divides), each result checked
+// against the exact sum, with algorithm and bus bandwidth (2(n-1)/n x bytes / time).
+//   mpirun -np N allreduce_bench [--ranks-per-node K] [--min-bytes B] [--max-bytes B] [--iters I]
+// Exit status 1 if any result is wrong.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "rnn_dist/communicator.h"
+
+using namespace rnn_dist;
+
+int main(int argc, char** argv) {
+  int ranks_per_node = 0, iters = 5;
+  long long min_bytes = 1024, max_bytes = 256ll << 20;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string a = argv[i];
+    if (a == "--ranks-per-node") ranks_per_node = std::atoi(argv[i + 1]);
+    else if (a == "--min-bytes") min_bytes = std::atoll(argv[i + 1]);
+    else if (a == "--max-bytes") max_bytes = std::atoll(argv[i + 1]);
+    else if (a == "--iters") iters = std::atoi(argv[i + 1]);
+    else {
+      std::fprintf(stderr, "allreduce_bench: unknown option %s\n", a.c_str());
+      return 2;
+    }
+  }
+  MpiEnvironment mpi(&argc, &argv);
+  Topology topo = make_mpi_topology(ranks_per_node);
+  const int n = topo.world_size(), rank = topo.world_rank();
+  if (rank == 0)
+    std::printf("# %d ranks, %d node(s) of %d, float32 sums\n# %12s %12s %6s %10s %10s %10s %s\n", n, topo.num_nodes,
+                topo.local_size(), "bytes", "count", "algo", "time_us", "algbw_GB/s", "busbw_GB/s", "check");
+  std::vector<long long> counts;
+  for (long long b = min_bytes; b <= max_bytes; b *= 2) counts.push_back(b / 4);
+  counts.push_back(min_bytes / 4 + 3);  // not divisible by any local size above 1 that divides min_bytes/4
+  // Hierarchical needs equal nodes (the trainer refuses it otherwise); with unequal ones only flat runs.
+  int64_t sizes[2] = {topo.local_size(), -topo.local_size()};
+  topo.world->allreduce_max(sizes, 2);
+  std::vector<AllreduceAlgo> algos = {AllreduceAlgo::flat};
+  if (sizes[0] == -sizes[1]) algos.push_back(AllreduceAlgo::hierarchical);
+  else if (rank == 0) std::printf("# nodes of unequal size: hierarchical skipped\n");
+  bool all_ok = true;
+  std::vector<float> data, scratch;
+  for (long long count : counts) {
+    for (AllreduceAlgo algo : algos) {
+      // Values are small integers, so float sums are exact and the check can demand equality.
+      auto fill = [&] {
+        data.resize(count);
+        for (long long i = 0; i < count; ++i) data[i] = float((i * 7 + rank * 13) % 17);
+      };
+      fill();
+      allreduce_sum(topo, algo, data.data(), count, scratch);
+      bool ok = true;
+      for (long long i = 0; i < count && ok; ++i) {
+        double expect = 0;
+        for (int r = 0; r < n; ++r) expect += double((i * 7 + r * 13) % 17);
+        ok = data[i] == float(expect);
+      }
+      int64_t bad = ok ? 0 : 1;
+      topo.world->allreduce_max(&bad, 1);
+      all_ok = all_ok && bad == 0;
+      topo.world->barrier();
+      auto t0 = std::chrono::steady_clock::now();
+      for (int k = 0; k < iters; ++k) allreduce_sum(topo, algo, data.data(), count, scratch);
+      topo.world->barrier();
+      double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
+      double bytes = double(count) * 4, algbw = bytes / us / 1e3, busbw = algbw * 2.0 * (n - 1) / n;
+      if (rank == 0)
+        std::printf("  %12.0f %12lld %6s %10.1f %10.3f %10.3f %s\n", bytes, count,
+                    algo == AllreduceAlgo::flat ? "flat" : "hier", us, algbw, busbw, bad ? "WRONG" : "ok");
+    }
+  }
+  if (rank == 0) std::printf("%s\n", all_ok ? "# all results correct" : "# SOME RESULTS WRONG");
+  return all_ok ? 0 : 1;
+}
