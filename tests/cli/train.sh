@@ -57,6 +57,15 @@ grep -q "starting fresh" logf && ok "--resume with no checkpoint starts fresh" |
 [ $? -eq 2 ] && grep -q "differs from the command line" err && ok "resume with another model shape -> exit 2" \
   || bad "resume with another shape: $(cat err)"
 
+# eval and sample on the trained checkpoint; a data file with another vocabulary is refused.
+"$BUILD/rnn_dist" eval --checkpoint c1/step-00000020.h5 --data data/valid.h5 --json > ev 2>&1 \
+  && tail -1 ev | grep -q '^{"loss":' && ok "eval --json" || bad "eval: $(cat ev)"
+"$BUILD/rnn_dist" sample --checkpoint c1/step-00000020.h5 --prime "the " --length 20 --seed 3 > sm 2>&1 \
+  && grep -q "^the " sm && ok "sample" || bad "sample: $(cat sm)"
+"$BUILD/rnn_prep" --input corpus.txt --output-dir wdata --format records --tokenizer word >/dev/null
+"$BUILD/rnn_dist" eval --checkpoint c1/step-00000020.h5 --data wdata/train.h5 > out 2> err
+[ $? -eq 2 ] && grep -q "vocabulary" err && ok "eval refuses another vocabulary" || bad "eval vocab: $(cat err)"
+
 # Bad options: exit code 2, one line, printed once even with 2 ranks.
 B="--max-steps 2 --embed 8 --hidden 8"
 for opt in "--train data/train.h5 --layers -3" "--train data/train.h5 --optimizer rmsprop" "--train missing.h5" \
