@@ -245,12 +245,11 @@ int train(const TrainOptions& o, Topology& topo) {
     }
   }
 
-  // The gradient buffer plus two trailing slots (loss sum, token count) travel in one all-reduce.
   const int64_t n = model.num_params();
-  std::vector<float> reduce_buf(n + 2), scratch;
+  std::vector<float> scratch;
   auto start = std::chrono::steady_clock::now();
   auto last_log = start;
-  double interval_tokens = 0, interval_loss = 0, interval_count = 0;
+  double interval_tokens = 0, interval_loss = 0;
 
   auto save = [&] {
     pos.plateau_factor = schedule.plateau_factor;
@@ -275,13 +274,14 @@ int train(const TrainOptions& o, Topology& topo) {
       backend->zero(model.grads().data(), n);
       const double loss_sum = model.forward_backward(batch, 1.0f / float(gb.tokens),
                                                      mix_seed(mix_seed(o.seed, pos.step), topo.world_rank()));
-      backend->download(reduce_buf.data(), model.grads().data(), n * sizeof(float));
-      reduce_buf[n] = static_cast<float>(loss_sum);
-      reduce_buf[n + 1] = static_cast<float>(batch.tokens());
-      allreduce_sum(topo, algo, reduce_buf.data(), n + 2, scratch);
-      backend->upload(model.grads().data(), reduce_buf.data(), n * sizeof(float));
+      // Gradients, loss sum and token count in one all-reduce over the gradient buffer (host memory on
+      // the CPU backend).
+      float totals[Model::kReduceSlots] = {static_cast<float>(loss_sum), static_cast<float>(batch.tokens())};
+      backend->upload(model.grads().data() + n, totals, sizeof(totals));
+      allreduce_sum(topo, algo, model.grads().data(), n + Model::kReduceSlots, scratch);
+      backend->download(totals, model.grads().data() + n, sizeof(totals));
       const double norm = std::sqrt(backend->sum_squares(model.grads().data(), n));
-      const double loss = reduce_buf[n] / reduce_buf[n + 1];
+      const double loss = double(totals[0]) / double(totals[1]);
       if (!std::isfinite(norm) || !std::isfinite(loss))
         throw Error(cat("non-finite loss or gradient norm at step ", pos.step + 1));
       const float clip = clip_factor(norm, o.clip_norm);
@@ -290,15 +290,14 @@ int train(const TrainOptions& o, Topology& topo) {
       optimizer.step(model.params().data(), model.grads().data(), lr);
       ++pos.step;
       pos.step_in_epoch = k + 1;
-      interval_tokens += reduce_buf[n + 1];
-      interval_loss += reduce_buf[n];
-      interval_count += reduce_buf[n + 1];
+      interval_tokens += totals[1];
+      interval_loss += totals[0];
 
       if (lead && (pos.step % o.log_every == 0 || pos.step == total_steps)) {
         auto now = std::chrono::steady_clock::now();
         const double dt = std::chrono::duration<double>(now - last_log).count();
         const double elapsed = std::chrono::duration<double>(now - start).count();
-        const double l = interval_loss / interval_count, tps = interval_tokens / std::max(dt, 1e-9);
+        const double l = interval_loss / interval_tokens, tps = interval_tokens / std::max(dt, 1e-9);
         const double eta = elapsed / double(pos.step) * double(total_steps - pos.step);
         std::cout << "epoch " << epoch << " step " << pos.step << "/" << total_steps << std::fixed
                   << std::setprecision(4) << " loss " << l << " ppl " << std::setprecision(2) << std::exp(l)
@@ -311,7 +310,7 @@ int train(const TrainOptions& o, Topology& topo) {
                   << ",\"grad_norm\":" << norm << ",\"tokens\":" << int64_t(interval_tokens)
                   << ",\"tokens_per_s\":" << tps << ",\"elapsed_s\":" << elapsed << "}" << std::endl;
         last_log = now;
-        interval_tokens = interval_loss = interval_count = 0;
+        interval_tokens = interval_loss = 0;
       }
       if (o.save_every > 0 && pos.step % o.save_every == 0 && pos.step < total_steps) save();
     }

@@ -137,13 +137,6 @@ void MpiEnvironment::abort(int exit_code) {
   std::_Exit(exit_code);
 }
 
-bool MpiEnvironment::initialized() {
-  int init = 0, fin = 0;
-  MPI_Initialized(&init);
-  MPI_Finalized(&fin);
-  return init && !fin;
-}
-
 Topology make_mpi_topology(int ranks_per_node) {
   Topology t;
   t.host = hostname();

@@ -5,8 +5,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <map>
-#include <mutex>
 
 #include "rnn_dist/backend.h"
 #include "rnn_dist/error.h"
@@ -140,28 +138,12 @@ class CpuBackend final : public Backend {
     // 64-byte alignment for vector loads; sizes rounded up as aligned_alloc requires.
     void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
     if (!p) throw Error(cat("out of host memory allocating ", bytes, " bytes"));
-    std::lock_guard<std::mutex> lock(mu_);
-    live_[reinterpret_cast<uintptr_t>(p)] = bytes;
     return p;
   }
-  void deallocate(void* p) noexcept override {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      live_.erase(reinterpret_cast<uintptr_t>(p));
-    }
-    std::free(p);
-  }
+  void deallocate(void* p) noexcept override { std::free(p); }
   void upload(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void download(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void copy(void* dst, const void* src, size_t bytes) override { std::memmove(dst, src, bytes); }
-  bool owns(const void* p) const override {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto a = reinterpret_cast<uintptr_t>(p);
-    auto it = live_.upper_bound(a);
-    if (it == live_.begin()) return false;
-    --it;
-    return a < it->first + std::max<size_t>(it->second, 1);
-  }
   void zero(float* x, int64_t n) override { std::memset(x, 0, static_cast<size_t>(n) * sizeof(float)); }
 
   void embedding_forward(const int32_t* ids, int64_t rows, const float* table, int dim, float* out) override {
@@ -224,10 +206,6 @@ class CpuBackend final : public Backend {
   }
 
   std::unique_ptr<Lstm> make_lstm(const LstmShape& shape) override { return std::make_unique<CpuLstm>(*this, shape); }
-
- private:
-  mutable std::mutex mu_;
-  std::map<uintptr_t, size_t> live_;
 };
 
 }  // namespace

@@ -68,9 +68,9 @@ Model::Model(Backend& backend, const ModelConfig& config) : backend_(backend), c
   slices_.push_back({"out.bias", out_b_offset_, {V}});
   const int64_t total = out_b_offset_ + V;
   params_ = Tensor(backend, {total});
-  grads_ = Tensor(backend, {total});
+  grads_ = Tensor(backend, {total + kReduceSlots});
   backend.zero(params_.data(), total);
-  backend.zero(grads_.data(), total);
+  backend.zero(grads_.data(), total + kReduceSlots);
   for (Tensor* t : {&emb_, &emb_drop_, &y_, &y_drop_, &logits_, &dy_, &dx_, &state_in_, &state_out_})
     *t = Tensor(backend, {0});
 }

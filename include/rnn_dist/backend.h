@@ -56,7 +56,6 @@ class Backend {
   virtual void upload(void* device_dst, const void* host_src, size_t bytes) = 0;
   virtual void download(void* host_dst, const void* device_src, size_t bytes) = 0;
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;  // device to device
-  virtual bool owns(const void* p) const = 0;  // p points into memory of this backend's device
   virtual void zero(float* x, int64_t n) = 0;
 
   // Model kernels (shapes as in cpu_kernels.h).

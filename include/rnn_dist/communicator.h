@@ -51,7 +51,6 @@ class MpiEnvironment {
   MpiEnvironment(const MpiEnvironment&) = delete;
   MpiEnvironment& operator=(const MpiEnvironment&) = delete;
   [[noreturn]] static void abort(int exit_code);
-  static bool initialized();
 };
 
 // Builds the topology over MPI_COMM_WORLD. Nodes come from MPI_Comm_split_type(SHARED) unless

@@ -38,7 +38,10 @@ class Model {
   const ModelConfig& config() const { return config_; }
   Backend& backend() const { return backend_; }
   Tensor& params() { return params_; }
+  // num_params() gradients followed by kReduceSlots floats in which the trainer puts the step's loss sum
+  // and token count, so that one all-reduce over the buffer carries all three.
   Tensor& grads() { return grads_; }
+  static constexpr int64_t kReduceSlots = 2;
   int64_t num_params() const { return params_.numel(); }
   const std::vector<ParamSlice>& param_slices() const { return slices_; }  // offsets into params()/grads()
 
