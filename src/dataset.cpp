@@ -92,12 +92,18 @@ SequenceFile SequenceFile::open(const std::string& path) {
 void SequenceFile::read_tokens(int64_t begin, int64_t end, std::vector<int32_t>& out) const {
   if (begin < 0 || end > num_sequences() || begin > end)
     throw Error(cat(path(), ": sequence range [", begin, ", ", end, ") out of bounds"));
-  out.resize(offsets_[end] - offsets_[begin]);
-  file_.read_range<int32_t>("/tokens", offsets_[begin], out.size(), out.data());
+  read_token_range(offsets_[begin], offsets_[end], out);
+}
+
+void SequenceFile::read_token_range(int64_t first, int64_t last, std::vector<int32_t>& out) const {
+  if (first < 0 || last > num_tokens() || first > last)
+    throw Error(cat(path(), ": token range [", first, ", ", last, ") out of bounds"));
+  out.resize(last - first);
+  file_.read_range<int32_t>("/tokens", first, out.size(), out.data());
   const int32_t v = static_cast<int32_t>(vocab_.size());
   for (size_t k = 0; k < out.size(); ++k) {
     if (out[k] < 0 || out[k] >= v) {
-      int64_t pos = offsets_[begin] + static_cast<int64_t>(k);
+      int64_t pos = first + static_cast<int64_t>(k);
       int64_t seq = std::upper_bound(offsets_.begin(), offsets_.end(), pos) - offsets_.begin() - 1;
       throw InputError(cat(path(), ": sequence ", seq, " has token id ", out[k], " outside the vocabulary (size ", v, ")"));
     }

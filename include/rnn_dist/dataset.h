@@ -38,6 +38,8 @@ class SequenceFile {
   // Tokens of sequences [begin, end), concatenated, read as one hyperslab; ids are checked against
   // the vocabulary (an error names the sequence).
   void read_tokens(int64_t begin, int64_t end, std::vector<int32_t>& out) const;
+  // Tokens [first, last) of /tokens, which may cut sequences (stream mode); ids checked likewise.
+  void read_token_range(int64_t first, int64_t last, std::vector<int32_t>& out) const;
   std::vector<int64_t> read_source_index(int64_t begin, int64_t end) const;
 
  private:
