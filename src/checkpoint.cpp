@@ -62,7 +62,14 @@ void write_checkpoint(const std::string& dir, int keep, Model& model, Optimizer&
     f.write_attr("/", "seed", static_cast<int64_t>(pos.seed));
     f.write_attr("/", "plateau_factor", pos.plateau_factor);
     f.write_attr("/", "best_loss", pos.best_loss);
+    f.write_attr("/", "data_plan", pos.plan);
+    f.write_attr("/", "steps_per_epoch", pos.steps_per_epoch);
     f.write_strings("/vocab", vocab);
+    if (!pos.stream_state.empty()) {
+      const ModelConfig& m = model.config();
+      const uint64_t columns = pos.stream_state.size() / (2 * uint64_t(m.layers) * uint64_t(m.hidden));
+      f.write("/stream_state", pos.stream_state, {2, uint64_t(m.layers), columns, uint64_t(m.hidden)});
+    }
     f.create_group("/model");
     const std::vector<float> host = model.download_params();
     for (const ParamSlice& s : model.param_slices()) {
@@ -106,6 +113,11 @@ CheckpointData read_checkpoint(const std::string& path, Backend& backend) {
   d.position.seed = static_cast<uint64_t>(f.read_attr_int("/", "seed"));
   d.position.plateau_factor = f.read_attr_double("/", "plateau_factor");
   d.position.best_loss = f.read_attr_double("/", "best_loss");
+  if (f.has_attr("/", "data_plan")) {
+    d.position.plan = f.read_attr_string("/", "data_plan");
+    d.position.steps_per_epoch = f.read_attr_int("/", "steps_per_epoch");
+  }
+  if (f.exists("/stream_state")) d.position.stream_state = f.read<float>("/stream_state");
   d.optimizer_kind = f.read_attr_string("/optimizer", "kind");
   d.optimizer_steps = f.read_attr_int("/optimizer", "steps");
   for (const char* name : {"exp_avg", "exp_avg_sq", "momentum_buffer"})

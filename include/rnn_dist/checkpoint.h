@@ -18,6 +18,9 @@ struct TrainingPosition {
   int64_t step_in_epoch = 0;  // global batches of that epoch already consumed
   uint64_t seed = 0;
   double plateau_factor = 1.0, best_loss = 1e300;  // learning-rate schedule state
+  std::string plan;              // how the data was cut into steps ("packed sequences=64", ...)
+  int64_t steps_per_epoch = 0;   // under that plan
+  std::vector<float> stream_state;  // stream mode: carried h and c, 2 x layers x columns x hidden
 };
 
 // "DIR/step-00000042.h5"

@@ -1,0 +1,41 @@
+// The training job behind `rnn_dist train`: every rank plans the same steps, reads only its own part of
+// each, computes the gradient of its part's summed loss scaled by 1/(global target tokens), and one
+// all-reduce per step (gradients, loss sum and token count in one buffer) makes every rank's update
+// equal. Packed mode trains on shuffled global batches of whole sequences; stream mode on a token stream
+// with the hidden state carried between steps (truncated BPTT).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "rnn_dist/batch_plan.h"
+#include "rnn_dist/communicator.h"
+#include "rnn_dist/model.h"
+#include "rnn_dist/optimizer.h"
+
+namespace rnn_dist {
+
+struct TrainerConfig {
+  std::string train, valid, test, checkpoint_dir, init_from, metrics;
+  std::string device = "cpu", allreduce = "flat", batching = "packed";
+  ModelConfig model;
+  BatchingConfig batch;
+  int64_t bptt = 35;  // stream mode: target tokens per column and step
+  OptimizerConfig optimizer;
+  ScheduleConfig schedule;
+  float clip_norm = 0;
+  int64_t epochs = 1, max_steps = 0, save_every = 0, log_every = 10, max_bad_steps = 10;
+  int keep = 3, threads = 1, ranks_per_node = 0;
+  bool resume = false;
+  uint64_t seed = 1;
+};
+
+// Throws InputError naming the option when a value is out of range or values contradict each other.
+void check_config(const TrainerConfig& config);
+
+// Runs the job on every rank of topo; returns the exit code. Errors are reported once: set-up errors
+// are agreed between ranks, an error during training on one rank ends every rank. SIGTERM, SIGINT or
+// SIGUSR1 on any rank makes every rank finish its step, rank 0 write a checkpoint, and all exit 0.
+int train(const TrainerConfig& config, Topology& topo);
+
+}  // namespace rnn_dist
