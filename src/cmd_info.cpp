@@ -1,10 +1,13 @@
-// `rnn_dist info FILE...`: summary of a sequence file (and, once they exist, of a checkpoint).
+// `rnn_dist info FILE...`: summary of a sequence file or of a checkpoint.
 #include <cmath>
 #include <iostream>
 
+#include "rnn_dist/backend.h"
+#include "rnn_dist/checkpoint.h"
 #include "rnn_dist/commands.h"
 #include "rnn_dist/dataset.h"
 #include "rnn_dist/error.h"
+#include "rnn_dist/h5.h"
 #include "rnn_dist/stats.h"
 
 namespace rnn_dist {
@@ -30,16 +33,46 @@ double unigram_entropy(const SequenceFile& f) {
   return h;
 }
 
+void print_checkpoint(const std::string& path) {
+  std::unique_ptr<Backend> cpu = make_cpu_backend(1);
+  const CheckpointData ck = read_checkpoint(path, *cpu);
+  const ModelConfig& m = ck.config;
+  const TrainingPosition& p = ck.position;
+  std::cout << path << "\n"
+            << "  format:     rnn_dist.checkpoint\n"
+            << "  model:      vocab " << m.vocab << ", embed " << m.embed << ", hidden " << m.hidden << ", layers "
+            << m.layers << ", dropout " << m.dropout << "\n"
+            << "  parameters: " << ck.params.size() << "\n"
+            << "  tokenizer:  " << ck.tokenizer << "\n"
+            << "  position:   step " << p.step << ", epoch " << p.epoch << " (" << p.step_in_epoch << " of "
+            << p.steps_per_epoch << " steps done), seed " << p.seed << "\n"
+            << "  data plan:  " << (p.plan.empty() ? "unknown" : p.plan)
+            << (p.stream_state.empty() ? "" : ", with carried stream state") << "\n"
+            << "  optimizer:  " << ck.optimizer_kind << ", " << ck.optimizer_steps << " steps\n";
+  double sum_squares = 0;
+  for (float v : ck.params) sum_squares += double(v) * v;
+  std::cout << "  parameter norm: " << std::sqrt(sum_squares) << "\n";
+}
+
+bool is_checkpoint(const std::string& path) {
+  h5::File f = h5::File::open_read(path);
+  return f.has_attr("/", "format") && f.read_attr_string("/", "format") == "rnn_dist.checkpoint";
+}
+
 }  // namespace
 
 int cmd_info(const Args& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     std::cout << "usage: rnn_dist info FILE.h5 [FILE.h5 ...]\n"
-                 "Prints the summary of a sequence file: format, tokenizer, vocabulary size, sequences,\n"
-                 "tokens and length percentiles.\n";
+                 "Prints the summary of a sequence file (format, tokenizer, vocabulary size, sequences,\n"
+                 "tokens, length percentiles) or of a checkpoint (model, position, data plan, optimizer).\n";
     return args.empty() ? 2 : 0;
   }
   for (const auto& path : args) {
+    if (is_checkpoint(path)) {
+      print_checkpoint(path);
+      continue;
+    }
     SequenceFile f = SequenceFile::open(path);
     std::vector<int64_t> lengths(f.num_sequences());
     for (int64_t i = 0; i < f.num_sequences(); ++i) lengths[i] = f.length(i);

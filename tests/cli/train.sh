@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CLI tests of `rnn_dist train`: training lowers the loss and writes a checkpoint and metrics; N ranks
-# give the same parameters as 1 rank with the same global batch (flat and hierarchical all-reduce);
-# bad options end with exit code 2 and one message, printed once. $1 = build directory.
+# give the same parameters as 1 rank with the same global batch (flat and hierarchical all-reduce, packed
+# and stream batching); resume is bitwise, also works with another rank count; --config, --init-from,
+# --test; bad options end with exit code 2 and one message, printed once. $1 = build directory.
 set -uo pipefail
 BUILD=$(cd "$1" && pwd)
 T=$(mktemp -d)
@@ -19,8 +20,11 @@ awk 'BEGIN { srand(3); n = split("the quick brown fox jumps over a lazy dog whil
     print line; print "%" } }' > corpus.txt
 "$BUILD/rnn_prep" --input corpus.txt --output-dir data --format records --valid-fraction 0.1 >/dev/null || bad "rnn_prep"
 
-A="--train data/train.h5 --embed 16 --hidden 32 --layers 2 --max-steps 20 --log-every 5 --seed 7"
-if "$BUILD/rnn_dist" train $A --valid data/valid.h5 --batch-size 8 --checkpoint-dir c1 --metrics m.jsonl > log1 2>&1; then
+# Global batch 12 at every rank count: 12 sequences per step (packed) or 12 stream columns (stream).
+M="--train data/train.h5 --embed 16 --layers 2 --seed 7"
+A="$M --hidden 32 --max-steps 20 --log-every 5"
+if "$BUILD/rnn_dist" train $A --valid data/valid.h5 --test data/valid.h5 --batch-size 12 --checkpoint-dir c1 \
+     --metrics m.jsonl > log1 2>&1; then
   ok "1-rank training exits 0"
 else
   bad "1-rank training: $(tail -1 log1)"
@@ -31,27 +35,85 @@ last=$(grep '"kind":"train"' m.jsonl | tail -1 | sed 's/.*"loss":\([0-9.e+-]*\).
 awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 0.15) }' \
   && ok "loss falls ($first -> $last)" || bad "loss did not fall ($first -> $last)"
 grep -q '"kind":"valid"' m.jsonl && ok "validation metrics logged" || bad "no validation metrics"
+grep -q '"kind":"test"' m.jsonl && grep -q "^test epoch 1 step 20 loss" log1 && ok "--test evaluated at the end" \
+  || bad "no test evaluation: $(tail -3 log1)"
 
-mpirun --oversubscribe -np 2 "$BUILD/rnn_dist" train $A --batch-size 4 --checkpoint-dir c2 > log2 2>&1 || bad "2 ranks: $(tail -1 log2)"
-mpirun --oversubscribe -np 4 "$BUILD/rnn_dist" train $A --batch-size 2 --ranks-per-node 2 --allreduce hierarchical \
-  --checkpoint-dir c4 > log4 2>&1 || bad "4 ranks hierarchical: $(tail -1 log4)"
-for d in c2 c4; do
-  if h5diff -d 1e-5 c1/step-00000020.h5 $d/step-00000020.h5 /model > diff.$d 2>&1; then
-    ok "$d parameters equal 1 rank within 1e-5"
-  else
-    bad "$d parameters differ from 1 rank: $(head -3 diff.$d)"
-  fi
-done
+# N ranks = 1 rank: -np 2 and 3 flat, -np 4 as two "nodes" of 2 with the hierarchical all-reduce.
+run_ranks() {  # $1 = mode, $2 = directory prefix, then extra options
+  local mode=$1 pre=$2; shift 2
+  mpirun --oversubscribe -np 2 "$BUILD/rnn_dist" train $A --batch-size 6 --checkpoint-dir ${pre}2 "$@" > log.${pre}2 2>&1 \
+    || bad "$mode, 2 ranks: $(tail -1 log.${pre}2)"
+  mpirun --oversubscribe -np 3 "$BUILD/rnn_dist" train $A --batch-size 4 --checkpoint-dir ${pre}3 "$@" > log.${pre}3 2>&1 \
+    || bad "$mode, 3 ranks: $(tail -1 log.${pre}3)"
+  mpirun --oversubscribe -np 4 "$BUILD/rnn_dist" train $A --batch-size 3 --ranks-per-node 2 --allreduce hierarchical \
+    --checkpoint-dir ${pre}4 "$@" > log.${pre}4 2>&1 || bad "$mode, 4 ranks hierarchical: $(tail -1 log.${pre}4)"
+}
+same_params() {  # $1 = reference checkpoint, $2 = other, $3 = what
+  if h5diff -d 1e-5 "$1" "$2" /model > diff.out 2>&1; then ok "$3: parameters equal within 1e-5"
+  else bad "$3: parameters differ: $(head -3 diff.out)"; fi
+}
+run_ranks packed c
+for n in 2 3 4; do same_params c1/step-00000020.h5 c$n/step-00000020.h5 "packed, $n ranks vs 1"; done
+
+S="--batching stream --bptt 9"
+"$BUILD/rnn_dist" train $A $S --batch-size 12 --valid data/valid.h5 --checkpoint-dir s1 > log.s1 2>&1 \
+  || bad "stream, 1 rank: $(tail -1 log.s1)"
+grep -q "stream batching" log.s1 && ok "stream mode announced" || bad "stream mode: $(head -2 log.s1)"
+run_ranks stream s $S --valid data/valid.h5
+for n in 2 3 4; do same_params s1/step-00000020.h5 s$n/step-00000020.h5 "stream, $n ranks vs 1"; done
+h5diff -d 1e-5 s1/step-00000020.h5 s3/step-00000020.h5 /stream_state > diff.out 2>&1 \
+  && ok "stream: carried state of 3 ranks equals 1 rank's" || bad "stream state differs: $(head -3 diff.out)"
+v1=$(grep "^valid" log.s1 | sed 's/.* loss \([0-9.]*\).*/\1/'); v3=$(grep "^valid" log.s3 | sed 's/.* loss \([0-9.]*\).*/\1/')
+[ -n "$v1" ] && [ "$v1" = "$v3" ] && ok "stream validation split over 3 ranks = 1 rank ($v1)" || bad "stream validation: '$v1' vs '$v3'"
+
+# Resume with another rank count: 12 steps on 2 (packed) or 3 (stream) ranks, then 8 more on 1 rank,
+# equals 20 uninterrupted steps (same global batch, so the same data plan).
+B12="$M --hidden 32 --max-steps 12 --save-every 4"
+mpirun --oversubscribe -np 2 "$BUILD/rnn_dist" train $B12 --batch-size 6 --checkpoint-dir rp > log.rp 2>&1 || bad "resume np2: $(tail -1 log.rp)"
+"$BUILD/rnn_dist" train $A --batch-size 12 --resume --checkpoint-dir rp > log.rp1 2>&1 || bad "resume np1: $(tail -1 log.rp1)"
+grep -q "resumed from rp/step-00000012.h5" log.rp1 && same_params c1/step-00000020.h5 rp/step-00000020.h5 "packed, 2 ranks then 1 on resume" \
+  || bad "packed resume with another rank count: $(head -3 log.rp1)"
+mpirun --oversubscribe -np 3 "$BUILD/rnn_dist" train $B12 $S --batch-size 4 --checkpoint-dir rs > log.rs 2>&1 || bad "resume np3: $(tail -1 log.rs)"
+"$BUILD/rnn_dist" train $A $S --batch-size 12 --resume --checkpoint-dir rs > log.rs1 2>&1 || bad "resume stream np1: $(tail -1 log.rs1)"
+grep -q "resumed from rs/step-00000012.h5" log.rs1 && same_params s1/step-00000020.h5 rs/step-00000020.h5 "stream, 3 ranks then 1 on resume" \
+  || bad "stream resume with another rank count: $(head -3 log.rs1)"
+"$BUILD/rnn_dist" train $M --hidden 32 --batch-size 5 --resume --checkpoint-dir rp --max-steps 24 > log.rp5 2>&1
+grep -q "data plan (packed sequences=12) differs" log.rp5 && [ -f rp/step-00000024.h5 ] \
+  && ok "resume with another global batch continues with a notice" || bad "resume, other global batch: $(head -3 log.rp5)"
+
+# --config: options from a file, the command line wins; unknown keys are refused naming the file.
+printf 'train = data/train.h5\nembed = 16\nhidden = 24\nlayers = 2\nmax-steps = 3\n# a comment\nbatch-size = 12\n' > run.ini
+"$BUILD/rnn_dist" train --config run.ini --hidden 32 --checkpoint-dir cc > log.cc 2>&1 || bad "--config: $(tail -1 log.cc)"
+h5dump -a /hidden cc/step-00000003.h5 2>/dev/null | grep -q "(0): 32" && grep -q "/3 " log.cc \
+  && ok "--config read, command line wins" || bad "--config: $(h5dump -a /hidden cc/step-00000003.h5 | tail -3)"
+printf 'train = data/train.h5\nhiden = 24\n' > typo.ini
+"$BUILD/rnn_dist" train --config typo.ini > out 2> err
+[ $? -eq 2 ] && grep -q "typo.ini" err && grep -q "hiden" err && [ "$(wc -l < err)" -eq 1 ] \
+  && ok "--config with an unknown key -> exit 2: $(cat err)" || bad "--config unknown key: $(cat err)"
+
+# --init-from: the trained parameters with a fresh optimizer start below a fresh model's loss.
+"$BUILD/rnn_dist" train $M --hidden 32 --batch-size 12 --max-steps 1 --log-every 1 --init-from c1/step-00000020.h5 > log.if 2>&1 \
+  || bad "--init-from: $(tail -1 log.if)"
+li=$(grep -m1 "^epoch" log.if | sed 's/.* loss \([0-9.]*\).*/\1/'); l0=$(grep -m1 '"kind":"train"' m.jsonl | sed 's/.*"loss":\([0-9.e+-]*\).*/\1/')
+grep -q "initialised from c1/step-00000020.h5" log.if && awk -v a="$li" -v b="$l0" 'BEGIN { exit !(a < b - 0.1) }' \
+  && ok "--init-from starts from the checkpoint (first loss $li < $l0)" || bad "--init-from: $li vs $l0: $(head -2 log.if)"
+"$BUILD/rnn_dist" train $M --hidden 24 --init-from c1/step-00000020.h5 > out 2> err
+[ $? -eq 2 ] && grep -q "differs from the command line" err && ok "--init-from with another shape -> exit 2" \
+  || bad "--init-from other shape: $(cat err)"
+
+"$BUILD/rnn_dist" info s3/step-00000020.h5 > info.out 2>&1 && grep -q "position:   step 20, epoch 1" info.out \
+  && grep -q "stream columns=12 bptt=9, with carried stream state" info.out && grep -q "hidden 32, layers 2" info.out \
+  && ok "info summarises a checkpoint" || bad "info on a checkpoint: $(cat info.out)"
 
 # Resume: 12 steps, stop, resume to 20 gives bitwise the parameters of 20 uninterrupted steps
 # (within one epoch). A directory without checkpoints with --resume starts fresh with a notice.
-R="--train data/train.h5 --embed 16 --hidden 32 --layers 2 --log-every 5 --seed 7 --batch-size 8 --save-every 4"
+R="--train data/train.h5 --embed 16 --hidden 32 --layers 2 --log-every 5 --seed 7 --batch-size 12 --save-every 4"
 "$BUILD/rnn_dist" train $R --max-steps 12 --checkpoint-dir cr > logr1 2>&1 || bad "resume part 1: $(tail -1 logr1)"
 "$BUILD/rnn_dist" train $R --max-steps 20 --resume --checkpoint-dir cr > logr2 2>&1 || bad "resume part 2: $(tail -1 logr2)"
 grep -q "resumed from cr/step-00000012.h5" logr2 && ok "resume found the newest checkpoint" || bad "resume: $(head -3 logr2)"
 h5diff c1/step-00000020.h5 cr/step-00000020.h5 /model > diff.r 2>&1 && ok "resumed run is bitwise equal" \
   || bad "resumed run differs: $(head -3 diff.r)"
-"$BUILD/rnn_dist" train $A --batch-size 8 --resume --checkpoint-dir fresh > logf 2>&1
+"$BUILD/rnn_dist" train $A --batch-size 12 --resume --checkpoint-dir fresh > logf 2>&1
 grep -q "starting fresh" logf && ok "--resume with no checkpoint starts fresh" || bad "--resume fresh: $(head -2 logf)"
 "$BUILD/rnn_dist" train --train data/train.h5 --embed 16 --hidden 24 --layers 2 --resume --checkpoint-dir cr > out 2> err
 [ $? -eq 2 ] && grep -q "differs from the command line" err && ok "resume with another model shape -> exit 2" \
