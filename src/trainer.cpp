@@ -107,21 +107,26 @@ class StreamSource : public StepSource {
   int64_t first_, last_;
 };
 
-// A test hook: RNN_DIST_TEST_FAIL="RANK:STEP" makes that rank throw before that step, to prove that an
-// error on one rank ends every rank.
+// A test hook: RNN_DIST_TEST_FAIL="RANK:STEP" makes that rank throw before that step, and
+// "RANK:STEP:kill" makes it die of SIGKILL there, to prove that one rank's failure ends every rank.
 void injected_failure(int rank, int64_t step) {
   static const char* spec = std::getenv("RNN_DIST_TEST_FAIL");
   if (!spec) return;
   int r = -1;
   long long s = -1;
-  if (std::sscanf(spec, "%d:%lld", &r, &s) == 2 && r == rank && s == step)
-    throw Error(cat("RNN_DIST_TEST_FAIL: injected failure at step ", step));
+  char how[8] = "";
+  if (std::sscanf(spec, "%d:%lld:%7s", &r, &s, how) < 2 || r != rank || s != step) return;
+  if (std::string(how) == "kill") std::raise(SIGKILL);
+  throw Error(cat("RNN_DIST_TEST_FAIL: injected failure at step ", step));
 }
 
 class Trainer {
  public:
   Trainer(const TrainerConfig& c, Topology& topo) : c_(c), topo_(topo), lead_(topo.world_rank() == 0) {}
+  // Set-up is local to the rank (no collective, so a rank that fails cannot leave the others waiting);
+  // check_ranks_agree() then compares the ranks' plans in one collective.
   void setup();
+  void check_ranks_agree();
   int run();
 
  private:
@@ -177,17 +182,8 @@ void Trainer::setup() {
   } else {
     source_ = std::make_unique<PackedSource>(*train_, c_.batch, world, topo_.world_rank(), c_.seed);
   }
-  if (c_.allreduce == "hierarchical") {
-    int64_t sizes[2] = {topo_.local_size(), -topo_.local_size()};
-    topo_.world->allreduce_max(sizes, 2);
-    if (sizes[0] != -sizes[1]) throw InputError("--allreduce hierarchical needs the same number of ranks on every node");
-  }
   total_steps_ = source_->steps_per_epoch() * c_.epochs;
   if (c_.max_steps > 0) total_steps_ = std::min(total_steps_, c_.max_steps);
-  // Every rank must agree on the number of steps, or one would wait forever in a collective.
-  int64_t agree[2] = {total_steps_, -total_steps_};
-  topo_.world->allreduce_max(agree, 2);
-  if (agree[0] != -agree[1]) throw Error("ranks disagree on the number of training steps");
 
   backend_ = make_backend(c_.device == "cuda" ? DeviceType::cuda : DeviceType::cpu, topo_.local_rank(), c_.threads);
   ModelConfig mc = c_.model;
@@ -206,6 +202,15 @@ void Trainer::setup() {
     if (c_.resume && lead_) std::cout << "--resume: no checkpoint in " << c_.checkpoint_dir << ", starting fresh" << std::endl;
     if (!c_.init_from.empty()) load_checkpoint(c_.init_from, false);
   }
+}
+
+void Trainer::check_ranks_agree() {
+  // Every rank must plan the same number of steps, or one would wait forever in a collective.
+  int64_t v[4] = {total_steps_, -total_steps_, topo_.local_size(), -topo_.local_size()};
+  topo_.world->allreduce_max(v, 4);
+  if (v[0] != -v[1]) throw Error("ranks disagree on the number of training steps (are their data files the same?)");
+  if (c_.allreduce == "hierarchical" && v[2] != -v[3])
+    throw InputError("--allreduce hierarchical needs the same number of ranks on every node");
 }
 
 void Trainer::load_checkpoint(const std::string& path, bool resume) {
@@ -492,6 +497,7 @@ void check_config(const TrainerConfig& c) {
 int train(const TrainerConfig& config, Topology& topo) {
   Trainer trainer(config, topo);
   if (int rc = agree_on_errors(topo, [&] { trainer.setup(); })) return rc;
+  if (int rc = agree_on_errors(topo, [&] { trainer.check_ranks_agree(); })) return rc;
   try {
     return trainer.run();
   } catch (const Error& e) {
