@@ -160,6 +160,7 @@ class Trainer {
   Clock::time_point start_, last_log_;
   double interval_tokens_ = 0, interval_loss_ = 0;
   double t_wait_ = 0, t_compute_ = 0, t_allreduce_ = 0, t_update_ = 0;
+  double total_tokens_ = 0;
   int64_t bad_steps_ = 0, bad_in_a_row_ = 0;
 };
 
@@ -404,6 +405,7 @@ int Trainer::run() {
         optimizer_->step(model.params().data(), model.grads().data(), lr);
         interval_tokens_ += totals[1];
         interval_loss_ += totals[0];
+        total_tokens_ += totals[1];
       } else {
         // Every rank sees the same all-reduced values, so every rank skips the same steps.
         ++bad_steps_;
@@ -442,9 +444,16 @@ int Trainer::run() {
   if (lead_) {
     const double total = t_wait_ + t_compute_ + t_allreduce_ + t_update_;
     auto pct = [&](double t) { return cat(std::fixed, std::setprecision(1), 100.0 * t / std::max(total, 1e-9), "%"); };
-    std::cout << "time split (rank 0): compute " << pct(t_compute_) << ", all-reduce " << pct(t_allreduce_)
-              << ", data wait " << pct(t_wait_) << ", update " << pct(t_update_) << " of " << std::fixed
-              << std::setprecision(1) << total << " s" << std::defaultfloat << std::endl;
+    std::cout << "trained " << int64_t(total_tokens_) << " tokens in " << std::fixed << std::setprecision(2) << total
+              << " s: " << std::setprecision(0) << total_tokens_ / std::max(total, 1e-9)
+              << " tokens/s (all ranks); time split (rank 0): compute " << pct(t_compute_) << ", all-reduce "
+              << pct(t_allreduce_) << ", data wait " << pct(t_wait_) << ", update " << pct(t_update_)
+              << std::defaultfloat << std::endl;
+    if (metrics_)
+      metrics_ << std::setprecision(9) << "{\"kind\":\"summary\",\"step\":" << pos_.step << ",\"tokens\":"
+               << int64_t(total_tokens_) << ",\"seconds\":" << total << ",\"tokens_per_s\":"
+               << total_tokens_ / std::max(total, 1e-9) << ",\"compute_s\":" << t_compute_ << ",\"allreduce_s\":"
+               << t_allreduce_ << ",\"data_wait_s\":" << t_wait_ << ",\"update_s\":" << t_update_ << "}" << std::endl;
     if (bad_steps_ > 0) std::cout << bad_steps_ << " step(s) skipped for a non-finite loss or gradient norm" << std::endl;
     if (!c_.checkpoint_dir.empty()) std::cout << "checkpoint: " << checkpoint_path(c_.checkpoint_dir, pos_.step) << std::endl;
   }
