@@ -28,6 +28,31 @@ std::vector<std::string> list_checkpoints(const std::string& dir) {
   return out;
 }
 
+// FNV-1a (64 bit) over the bytes of every parameter, in the order and layout of the PyTorch names, so
+// the value does not depend on the backend's internal weight layout.
+std::string params_checksum(const std::vector<float>& flat, const std::vector<ParamSlice>& slices) {
+  uint64_t h = 1469598103934665603ull;
+  for (const ParamSlice& s : slices) {
+    const auto* p = reinterpret_cast<const unsigned char*>(flat.data() + s.offset);
+    const size_t n = static_cast<size_t>(numel_of(s.shape)) * sizeof(float);
+    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(h));
+  return hex;
+}
+
+// Temporaries of writes that never committed (the writer was killed): only rank 0 of one job writes to
+// a directory, so any other than our own is stale.
+void remove_stale_temporaries(const std::string& dir, const std::string& ours) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.starts_with("step-") && n.find(".h5.tmp.") != std::string::npos && e.path().string() != ours)
+      fs::remove(e.path(), ec);
+  }
+}
+
 }  // namespace
 
 std::string newest_checkpoint(const std::string& dir) {
@@ -72,6 +97,7 @@ void write_checkpoint(const std::string& dir, int keep, Model& model, Optimizer&
     }
     f.create_group("/model");
     const std::vector<float> host = model.download_params();
+    f.write_attr("/", "params_fnv1a64", params_checksum(host, model.param_slices()));
     for (const ParamSlice& s : model.param_slices()) {
       std::vector<float> part(host.begin() + s.offset, host.begin() + s.offset + numel_of(s.shape));
       std::vector<uint64_t> shape(s.shape.begin(), s.shape.end());
@@ -88,6 +114,7 @@ void write_checkpoint(const std::string& dir, int keep, Model& model, Optimizer&
     f.flush();
   }
   out.commit();
+  remove_stale_temporaries(dir, out.temp_path());
 
   std::vector<std::string> existing = list_checkpoints(dir);
   for (size_t i = 0; i + static_cast<size_t>(std::max(keep, 1)) < existing.size(); ++i) fs::remove(existing[i]);
@@ -133,6 +160,12 @@ CheckpointData read_checkpoint(const std::string& path, Backend& backend) {
       throw InputError(cat(path, ": ", name, " has the wrong shape"));
     std::vector<float> part = f.read<float>(name);
     std::copy(part.begin(), part.end(), d.params.begin() + s.offset);
+  }
+  if (f.has_attr("/", "params_fnv1a64")) {
+    const std::string stored = f.read_attr_string("/", "params_fnv1a64");
+    if (stored != params_checksum(d.params, layout.param_slices()))
+      throw InputError(cat(path, ": parameter checksum mismatch (file corrupted): stored ", stored, ", computed ",
+                           params_checksum(d.params, layout.param_slices())));
   }
   return d;
 }

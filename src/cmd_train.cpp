@@ -48,7 +48,7 @@ po::options_description train_options(TrainerConfig& o) {
       ("checkpoint-dir", po::value(&o.checkpoint_dir), "directory for step-NNNNNNNN.h5 checkpoints")
       ("save-every", po::value(&o.save_every)->default_value(0), "checkpoint every N steps (0 = only at the end)")
       ("keep", po::value(&o.keep)->default_value(3), "checkpoints to keep")
-      ("resume", po::bool_switch(&o.resume), "continue from the newest checkpoint in --checkpoint-dir (fresh start, with a notice, if there is none)")
+      ("resume", po::value(&o.resume)->implicit_value("auto"), "continue from the newest checkpoint in --checkpoint-dir; --resume (=auto) starts fresh, with a notice, when there is none, --resume=require fails")
       ("init-from", po::value(&o.init_from), "start from this checkpoint's parameters with a fresh optimizer (--resume wins when it finds a checkpoint)")
       ("max-bad-steps", po::value(&o.max_bad_steps)->default_value(10), "stop after this many consecutive steps with a non-finite loss or gradient norm (each is skipped)")
       ("threads", po::value(&o.threads)->default_value(1), "CPU threads per rank")

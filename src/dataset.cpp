@@ -101,11 +101,14 @@ void SequenceFile::read_token_range(int64_t first, int64_t last, std::vector<int
   out.resize(last - first);
   file_.read_range<int32_t>("/tokens", first, out.size(), out.data());
   const int32_t v = static_cast<int32_t>(vocab_.size());
+  // <pad> (0) is never stored: a 0 means a damaged file (HDF5 reads zeros past the end of a truncated one).
   for (size_t k = 0; k < out.size(); ++k) {
-    if (out[k] < 0 || out[k] >= v) {
+    if (out[k] <= kPadId || out[k] >= v) {
       int64_t pos = first + static_cast<int64_t>(k);
       int64_t seq = std::upper_bound(offsets_.begin(), offsets_.end(), pos) - offsets_.begin() - 1;
-      throw InputError(cat(path(), ": sequence ", seq, " has token id ", out[k], " outside the vocabulary (size ", v, ")"));
+      throw InputError(cat(path(), ": sequence ", seq, " has token id ", out[k],
+                           out[k] == kPadId ? " (<pad>, never stored: is the file truncated or damaged?)"
+                                            : cat(" outside the vocabulary (size ", v, ")")));
     }
   }
 }

@@ -10,9 +10,14 @@
 namespace rnn_dist::h5 {
 namespace {
 
-// HDF5 prints its own error stack by default; rnn_dist reports one line instead.
+// HDF5 prints its own error stack by default; rnn_dist reports one line instead. And no library clean-up
+// at exit: a file whose close failed (disk full) stays half-open inside HDF5, and closing it again at exit
+// crashes; every file we write is closed (or removed) before that anyway.
 struct SilenceHdf5 {
-  SilenceHdf5() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+  SilenceHdf5() {
+    H5dont_atexit();
+    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+  }
 };
 const SilenceHdf5 silence_hdf5;
 

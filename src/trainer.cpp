@@ -170,6 +170,7 @@ void Trainer::setup() {
   for (auto [path, file] : {std::pair{&c_.valid, &valid_}, std::pair{&c_.test, &test_}}) {
     if (path->empty()) continue;
     file->emplace(SequenceFile::open(*path));
+    if ((*file)->num_sequences() == 0) throw InputError(cat(*path, ": no sequences"));
     if ((*file)->vocab() != train_->vocab())
       throw InputError(cat(*path, ": vocabulary differs from the training file ", c_.train));
   }
@@ -196,11 +197,13 @@ void Trainer::setup() {
   state_.assign(2 * state_elems(), 0.0f);
   pos_.seed = c_.seed;
   pos_.plan = source_->plan();
-  const std::string from = c_.resume ? newest_checkpoint(c_.checkpoint_dir) : "";
+  const std::string from = c_.resume.empty() ? "" : newest_checkpoint(c_.checkpoint_dir);
+  if (from.empty() && c_.resume == "require")
+    throw InputError(cat("--resume=require: no checkpoint in --checkpoint-dir ", c_.checkpoint_dir));
   if (!from.empty()) {
     load_checkpoint(from, true);
   } else {
-    if (c_.resume && lead_) std::cout << "--resume: no checkpoint in " << c_.checkpoint_dir << ", starting fresh" << std::endl;
+    if (!c_.resume.empty() && lead_) std::cout << "--resume: no checkpoint in " << c_.checkpoint_dir << ", starting fresh" << std::endl;
     if (!c_.init_from.empty()) load_checkpoint(c_.init_from, false);
   }
 }
@@ -485,7 +488,9 @@ void check_config(const TrainerConfig& c) {
     throw InputError(cat("--dropout must be in [0, 1) (got ", c.model.dropout, ")"));
   if (!(c.optimizer.lr > 0)) throw InputError(cat("--lr must be positive (got ", c.optimizer.lr, ")"));
   if (c.clip_norm < 0) throw InputError("--clip-norm must not be negative");
-  if (c.resume && c.checkpoint_dir.empty()) throw InputError("--resume needs --checkpoint-dir");
+  if (!c.resume.empty() && c.resume != "auto" && c.resume != "require")
+    throw InputError(cat("--resume: unknown mode '", c.resume, "' (auto or require)"));
+  if (!c.resume.empty() && c.checkpoint_dir.empty()) throw InputError("--resume needs --checkpoint-dir");
   if (c.max_steps < 0 || c.save_every < 0) throw InputError("--max-steps and --save-every must not be negative");
   if (c.device != "cpu" && c.device != "cuda") throw InputError(cat("--device: unknown device '", c.device, "' (cpu or cuda)"));
   if (c.allreduce != "flat" && c.allreduce != "hierarchical")
