@@ -127,6 +127,9 @@ grep -q "starting fresh" logf && ok "--resume with no checkpoint starts fresh" |
 "$BUILD/rnn_prep" --input corpus.txt --output-dir wdata --format records --tokenizer word >/dev/null
 "$BUILD/rnn_dist" eval --checkpoint c1/step-00000020.h5 --data wdata/train.h5 > out 2> err
 [ $? -eq 2 ] && grep -q "vocabulary" err && ok "eval refuses another vocabulary" || bad "eval vocab: $(cat err)"
+mpirun --oversubscribe -np 2 "$BUILD/rnn_dist" train $A --valid wdata/train.h5 > out 2> err
+[ $? -eq 2 ] && [ "$(grep -c 'rnn_dist: error' err)" -eq 1 ] && grep -q "wdata/train.h5: vocabulary differs from the training file" err \
+  && ok "train refuses a validation file with another vocabulary" || bad "train vocab: $(cat err)"
 
 # Bad options: exit code 2, one line, printed once even with 2 ranks.
 B="--max-steps 2 --embed 8 --hidden 8"
