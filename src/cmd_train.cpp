@@ -55,7 +55,8 @@ po::options_description train_options(TrainerConfig& o) {
       ("seed", po::value(&o.seed)->default_value(1), "seed of initialisation, shuffling and dropout")
       ("log-every", po::value(&o.log_every)->default_value(10), "steps between progress lines")
       ("metrics", po::value(&o.metrics), "JSON-lines metrics file (rank 0)")
-      ("device", po::value(&o.device)->default_value("cpu"), "cpu or cuda")
+      ("device", po::value(&o.device)->default_value("auto"), "auto (a GPU per rank when there are GPUs, else the CPU), cpu or cuda")
+      ("verbose", po::bool_switch(&o.verbose), "print where every rank runs (host, ranks, device)")
       ("allreduce", po::value(&o.allreduce)->default_value("flat"), "flat or hierarchical")
       ("ranks-per-node", po::value(&o.ranks_per_node)->default_value(0), "group consecutive ranks into nodes (0 = detect)");
   return d;

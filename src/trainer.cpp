@@ -128,6 +128,7 @@ class Trainer {
   void setup();
   void check_ranks_agree();
   int run();
+  DeviceType choose_device();
 
  private:
   void load_checkpoint(const std::string& path, bool resume);
@@ -148,6 +149,7 @@ class Trainer {
   std::optional<SequenceFile> train_, valid_, test_;
   std::unique_ptr<StepSource> source_;
   int64_t local_columns_ = 0, first_column_ = 0;  // stream mode
+  int device_index_ = 0;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Optimizer> optimizer_;
@@ -187,7 +189,7 @@ void Trainer::setup() {
   total_steps_ = source_->steps_per_epoch() * c_.epochs;
   if (c_.max_steps > 0) total_steps_ = std::min(total_steps_, c_.max_steps);
 
-  backend_ = make_backend(c_.device == "cuda" ? DeviceType::cuda : DeviceType::cpu, topo_.local_rank(), c_.threads);
+  backend_ = make_backend(choose_device(), device_index_, c_.threads);
   ModelConfig mc = c_.model;
   mc.vocab = train_->vocab_size();
   model_ = std::make_unique<Model>(*backend_, mc);
@@ -208,13 +210,53 @@ void Trainer::setup() {
   }
 }
 
+DeviceType Trainer::choose_device() {
+  const int gpus = cuda_device_count();
+  if (c_.device == "cpu" || (c_.device == "auto" && gpus == 0)) {
+    if (c_.device == "auto" && lead_) std::cout << "--device auto: no usable GPU, training on the CPU" << std::endl;
+    return DeviceType::cpu;
+  }
+  // One rank per GPU: with one visible GPU per rank (srun --gpus-per-task=1) it is device 0, otherwise
+  // the rank's local index.
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (gpus != 1 && topo_.local_size() > gpus)
+    throw InputError(cat("host ", topo_.host, " runs ", topo_.local_size(), " rank(s) but has ", gpus,
+                         " visible GPU(s) (CUDA_VISIBLE_DEVICES=", visible ? visible : "unset",
+                         "): launch one rank per GPU (mpirun -np <GPUs per node> per node, or srun --ntasks-per-node=<GPUs> "
+                         "--gpus-per-task=1), or use --device cpu"));
+  device_index_ = gpus == 1 ? 0 : topo_.local_rank();
+  return DeviceType::cuda;
+}
+
 void Trainer::check_ranks_agree() {
-  // Every rank must plan the same number of steps, or one would wait forever in a collective.
-  int64_t v[4] = {total_steps_, -total_steps_, topo_.local_size(), -topo_.local_size()};
-  topo_.world->allreduce_max(v, 4);
+  // Every rank must plan the same number of steps, or one would wait forever in a collective; and train
+  // on the same kind of device.
+  const int64_t cuda = backend_->device().type == DeviceType::cuda;
+  int64_t v[6] = {total_steps_, -total_steps_, topo_.local_size(), -topo_.local_size(), cuda, -cuda};
+  topo_.world->allreduce_max(v, 6);
   if (v[0] != -v[1]) throw Error("ranks disagree on the number of training steps (are their data files the same?)");
   if (c_.allreduce == "hierarchical" && v[2] != -v[3])
     throw InputError("--allreduce hierarchical needs the same number of ranks on every node");
+  if (v[4] != -v[5]) throw InputError("--device auto chose a GPU on some ranks and the CPU on others: set --device");
+  if (cuda) {
+    // Two ranks of a node on one GPU (each sees a single GPU, but the same one) would compete for it.
+    const std::vector<std::string> names = topo_.node->allgather_strings(backend_->device_name());
+    for (int a = 0; a < topo_.local_size(); ++a)
+      for (int b = a + 1; b < topo_.local_size(); ++b)
+        if (names[a] == names[b])
+          throw InputError(cat("host ", topo_.host, ": local ranks ", a, " and ", b, " are bound to the same GPU (",
+                               names[a], "): give each rank its own GPU (srun --gpus-per-task=1, or one rank per "
+                               "visible GPU)"));
+  }
+  if (c_.verbose) {
+    const Device d = backend_->device();
+    const std::vector<std::string> lines = topo_.world->allgather_strings(
+        cat("rank ", topo_.world_rank(), "/", topo_.world_size(), " (local ", topo_.local_rank(), "/",
+            topo_.local_size(), ") on ", topo_.host, ": ", backend_->device_name(),
+            d.type == DeviceType::cpu ? cat(", ", c_.threads, " thread(s)") : ""));
+    if (lead_)
+      for (const std::string& l : lines) std::cout << "placement: " << l << std::endl;
+  }
 }
 
 void Trainer::load_checkpoint(const std::string& path, bool resume) {
@@ -492,7 +534,8 @@ void check_config(const TrainerConfig& c) {
     throw InputError(cat("--resume: unknown mode '", c.resume, "' (auto or require)"));
   if (!c.resume.empty() && c.checkpoint_dir.empty()) throw InputError("--resume needs --checkpoint-dir");
   if (c.max_steps < 0 || c.save_every < 0) throw InputError("--max-steps and --save-every must not be negative");
-  if (c.device != "cpu" && c.device != "cuda") throw InputError(cat("--device: unknown device '", c.device, "' (cpu or cuda)"));
+  if (c.device != "auto" && c.device != "cpu" && c.device != "cuda")
+    throw InputError(cat("--device: unknown device '", c.device, "' (auto, cpu or cuda)"));
   if (c.allreduce != "flat" && c.allreduce != "hierarchical")
     throw InputError(cat("--allreduce: unknown algorithm '", c.allreduce, "' (flat or hierarchical)"));
   if (!c.init_from.empty() && !std::filesystem::is_regular_file(c.init_from))

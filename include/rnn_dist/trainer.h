@@ -17,7 +17,7 @@ namespace rnn_dist {
 
 struct TrainerConfig {
   std::string train, valid, test, checkpoint_dir, init_from, metrics;
-  std::string device = "cpu", allreduce = "flat", batching = "packed";
+  std::string device = "auto", allreduce = "flat", batching = "packed";
   ModelConfig model;
   BatchingConfig batch;
   int64_t bptt = 35;  // stream mode: target tokens per column and step
@@ -26,6 +26,7 @@ struct TrainerConfig {
   float clip_norm = 0;
   int64_t epochs = 1, max_steps = 0, save_every = 0, log_every = 10, max_bad_steps = 10;
   int keep = 3, threads = 1, ranks_per_node = 0;
+  bool verbose = false;  // one placement line per rank
   std::string resume;  // "" (off), "auto" (fresh start when there is no checkpoint) or "require"
   uint64_t seed = 1;
 };

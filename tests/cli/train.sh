@@ -144,6 +144,13 @@ for opt in "--optimizer rmsprop" "--hidden 0" "--lr-schedule linear"; do
   rc=$?
   [ $rc -eq 2 ] && [ "$(grep -c 'rnn_dist: error' err)" -eq 1 ] && ok "2 ranks, '$opt': exit 2, printed once" || bad "2 ranks, '$opt': exit $rc: $(cat err)"
 done
+# --device cuda without a visible GPU: refused before training, once, naming the host and the fix.
+CUDA_VISIBLE_DEVICES= mpirun --oversubscribe -x CUDA_VISIBLE_DEVICES -np 2 "$BUILD/rnn_dist" train $A --device cuda > out 2> err
+[ $? -eq 2 ] && [ "$(grep -c 'rnn_dist: error' err)" -eq 1 ] && grep -q "runs 2 rank(s) but has 0 visible GPU(s)" err \
+  && ok "--device cuda without GPUs -> exit 2, once: $(grep error err)" || bad "--device cuda: $(cat err)"
+mpirun --oversubscribe -np 2 "$BUILD/rnn_dist" train $A --device cpu --verbose > out 2> err
+[ "$(grep -c '^placement: rank [01]/2 (local [01]/2) on .*: cpu' out)" -eq 2 ] && ok "--verbose prints one placement line per rank" \
+  || bad "--verbose: $(head -3 out)"
 "$BUILD/rnn_dist" train $A --checkpoint-dir /proc/rnn_dist > out 2> err
 [ $? -eq 2 ] && grep -q checkpoint-dir err && ok "unwritable checkpoint dir -> exit 2" || bad "unwritable checkpoint dir: $(cat err)"
 
