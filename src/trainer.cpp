@@ -197,6 +197,10 @@ void Trainer::setup() {
   optimizer_ = std::make_unique<Optimizer>(*backend_, c_.optimizer, model_->num_params());
   schedule_ = std::make_unique<LrSchedule>(c_.schedule, c_.optimizer.lr, total_steps_);
   state_.assign(2 * state_elems(), 0.0f);
+  if (lead_ && !c_.metrics.empty()) {
+    metrics_.open(c_.metrics, std::ios::app);
+    if (!metrics_) throw InputError(cat("--metrics ", c_.metrics, ": cannot open for writing"));
+  }
   pos_.seed = c_.seed;
   pos_.plan = source_->plan();
   const std::string from = c_.resume.empty() ? "" : newest_checkpoint(c_.checkpoint_dir);
@@ -394,10 +398,6 @@ int Trainer::run() {
               << c_.batching << " batching, " << steps_per_epoch << " steps per epoch, " << total_steps_ << " steps";
     if (!source_->dropped().empty()) std::cout << " (" << source_->dropped() << ")";
     std::cout << std::endl;
-    if (!c_.metrics.empty()) {
-      metrics_.open(c_.metrics, std::ios::app);
-      if (!metrics_) throw InputError(cat("--metrics ", c_.metrics, ": cannot open for writing"));
-    }
   }
   for (int sig : {SIGTERM, SIGINT, SIGUSR1}) std::signal(sig, on_stop_signal);
 
@@ -530,6 +530,14 @@ void check_config(const TrainerConfig& c) {
     throw InputError(cat("--dropout must be in [0, 1) (got ", c.model.dropout, ")"));
   if (!(c.optimizer.lr > 0)) throw InputError(cat("--lr must be positive (got ", c.optimizer.lr, ")"));
   if (c.clip_norm < 0) throw InputError("--clip-norm must not be negative");
+  const OptimizerConfig& op = c.optimizer;
+  if (op.momentum < 0 || op.momentum >= 1) throw InputError(cat("--momentum must be in [0, 1) (got ", op.momentum, ")"));
+  if (op.weight_decay < 0) throw InputError(cat("--weight-decay must not be negative (got ", op.weight_decay, ")"));
+  if (op.beta1 < 0 || op.beta1 >= 1 || op.beta2 < 0 || op.beta2 >= 1)
+    throw InputError(cat("--beta1 and --beta2 must be in [0, 1) (got ", op.beta1, ", ", op.beta2, ")"));
+  if (!(op.eps > 0)) throw InputError(cat("--eps must be positive (got ", op.eps, ")"));
+  if (c.schedule.decay_start < 1) throw InputError(cat("--lr-decay-start is a 1-based epoch (got ", c.schedule.decay_start, ")"));
+  if (c.save_every > 0 && c.checkpoint_dir.empty()) throw InputError("--save-every needs --checkpoint-dir");
   if (!c.resume.empty() && c.resume != "auto" && c.resume != "require")
     throw InputError(cat("--resume: unknown mode '", c.resume, "' (auto or require)"));
   if (!c.resume.empty() && c.checkpoint_dir.empty()) throw InputError("--resume needs --checkpoint-dir");
