@@ -2,6 +2,7 @@
 // TrainerConfig, starts MPI and runs the training job (trainer.h).
 #include <boost/program_options.hpp>
 
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 
@@ -58,7 +59,7 @@ po::options_description train_options(TrainerConfig& o) {
       ("device", po::value(&o.device)->default_value("auto"), "auto (a GPU per rank when there are GPUs, else the CPU), cpu or cuda")
       ("verbose", po::bool_switch(&o.verbose), "print where every rank runs (host, ranks, device)")
       ("allreduce", po::value(&o.allreduce)->default_value("flat"), "flat or hierarchical")
-      ("ranks-per-node", po::value(&o.ranks_per_node)->default_value(0), "group consecutive ranks into nodes (0 = detect)");
+      ("ranks-per-node", po::value(&o.ranks_per_node)->default_value(0), "group consecutive ranks into nodes, to test multi-node layouts on one machine (0 = detect; default from RNN_DIST_RANKS_PER_NODE)");
   return d;
 }
 
@@ -87,6 +88,13 @@ int cmd_train(const Args& args) {
       }
     }
     po::notify(vm);
+    if (vm["ranks-per-node"].defaulted())
+      if (const char* env = std::getenv("RNN_DIST_RANKS_PER_NODE")) {
+        char* end = nullptr;
+        o.ranks_per_node = static_cast<int>(std::strtol(env, &end, 10));
+        if (*env == '\0' || *end != '\0' || o.ranks_per_node < 0)
+          throw InputError(cat("RNN_DIST_RANKS_PER_NODE='", env, "' is not a rank count"));
+      }
   } catch (const po::error& e) {
     parse_error = e.what();
   } catch (const InputError& e) {
@@ -94,6 +102,7 @@ int cmd_train(const Args& args) {
   }
   MpiEnvironment mpi(nullptr, nullptr);
   Topology topo = make_mpi_topology(parse_error.empty() ? o.ranks_per_node : 0);
+  if (parse_error.empty() && o.ranks_per_node < 0) parse_error = "--ranks-per-node must not be negative";
   if (int rc = agree_on_errors(topo, [&] {
         if (!parse_error.empty()) throw InputError(parse_error);
         check_config(o);

@@ -147,6 +147,12 @@ for opt in "--optimizer rmsprop" "--hidden 0" "--lr-schedule linear"; do
   rc=$?
   [ $rc -eq 2 ] && [ "$(grep -c 'rnn_dist: error' err)" -eq 1 ] && ok "2 ranks, '$opt': exit 2, printed once" || bad "2 ranks, '$opt': exit $rc: $(cat err)"
 done
+RNN_DIST_RANKS_PER_NODE=2 mpirun --oversubscribe -x RNN_DIST_RANKS_PER_NODE -np 4 "$BUILD/rnn_dist" train $A --device cpu \
+  --verbose --allreduce hierarchical > out 2> err
+[ "$(grep -c '^placement: rank [0-3]/4 (local [01]/2)' out)" -eq 4 ] && ok "RNN_DIST_RANKS_PER_NODE=2 groups 4 ranks into 2 nodes" \
+  || bad "RNN_DIST_RANKS_PER_NODE: $(cat out err | head -5)"
+RNN_DIST_RANKS_PER_NODE=two "$BUILD/rnn_dist" train $A > out 2> err
+[ $? -eq 2 ] && grep -q "RNN_DIST_RANKS_PER_NODE='two'" err && ok "a bad RNN_DIST_RANKS_PER_NODE -> exit 2" || bad "bad env: $(cat err)"
 # --device cuda without a visible GPU: refused before training, once, naming the host and the fix.
 CUDA_VISIBLE_DEVICES= mpirun --oversubscribe -x CUDA_VISIBLE_DEVICES -np 2 "$BUILD/rnn_dist" train $A --device cuda > out 2> err
 [ $? -eq 2 ] && [ "$(grep -c 'rnn_dist: error' err)" -eq 1 ] && grep -q "runs 2 rank(s) but has 0 visible GPU(s)" err \
