@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# End-to-end throughput of `rnn_prep --tokenizer char` on generated fortune-format text: prints MB/s and
-# the peak RSS of rnn_prep. Builds nothing. Usage: prep_throughput.sh BUILD_DIR [SIZE_MB (default 1024)]
-# Needs about 10x SIZE_MB of free space in ${TMPDIR:-/tmp} (input, token spool, output); removes it all.
+# End-to-end throughput of `rnn_prep --tokenizer char` on generated fortune-format text: prints MB/s, the
+# peak RSS and the user and system CPU time of rnn_prep. Builds nothing.
+# Usage: prep_throughput.sh BUILD_DIR [SIZE_MB (default 1024)]
+# Needs about 6x SIZE_MB of free space in ${TMPDIR:-/tmp} (input, token spool, output); removes it all.
 set -euo pipefail
 
 BUILD_DIR=$(cd "${1:?usage: prep_throughput.sh BUILD_DIR [SIZE_MB]}" && pwd)
@@ -49,16 +50,17 @@ cmd=("$PREP" --input "$WORK/input.txt" --output-dir "$WORK/out" --format records
 echo "input: $bytes bytes ($((bytes / 1024 / 1024)) MB) of generated fortune-format text"
 echo "command: ${cmd[*]}"
 if [[ -x /usr/bin/time ]]; then
-  /usr/bin/time -f "%e %M" -o "$WORK/time.txt" "${cmd[@]}"
-  read -r seconds rss_kb <"$WORK/time.txt"
+  /usr/bin/time -f "%e %M %U %S" -o "$WORK/time.txt" "${cmd[@]}"
+  read -r seconds rss_kb user_s sys_s <"$WORK/time.txt"
 else
   start=$(date +%s.%N)
   "${cmd[@]}"
   seconds=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.2f", e - s }')
-  rss_kb=""
+  rss_kb="" user_s="" sys_s=""
 fi
-awk -v b="$bytes" -v s="$seconds" -v r="$rss_kb" 'BEGIN {
+awk -v b="$bytes" -v s="$seconds" -v r="$rss_kb" -v u="$user_s" -v k="$sys_s" 'BEGIN {
   printf "elapsed: %.2f s\nthroughput: %.1f MB/s (MB = 2^20 bytes)\n", s, b / 1048576 / s;
-  if (r != "") printf "peak RSS: %.1f MB\n", r / 1024; else print "peak RSS: unknown (no /usr/bin/time)";
+  if (r != "") printf "peak RSS: %.1f MB\ncpu: user %.2f s, system %.2f s\n", r / 1024, u, k;
+  else print "peak RSS and cpu: unknown (no /usr/bin/time)";
 }'
 du -sh "$WORK/out" | awk '{ print "output size: " $1 }'

@@ -1,16 +1,14 @@
-// SequenceFile validation and hyperslab reads; SequenceWriter's spool-sort-write (see dataset.h).
+// SequenceFile validation and hyperslab reads; SequenceWriter: token spool, counting sort by length, HDF5 write.
 #include "rnn_dist/dataset.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <numeric>
+#include <unordered_map>
 
 #include "rnn_dist/atomic_file.h"
 #include "rnn_dist/error.h"
+#include "rnn_dist/writeback.h"
 
 namespace rnn_dist {
 
@@ -120,55 +118,33 @@ std::vector<int64_t> SequenceFile::read_source_index(int64_t begin, int64_t end)
 }
 
 SequenceWriter::SequenceWriter(std::string path, std::string tokenizer, int deflate_level)
-    : path_(std::move(path)), tokenizer_(std::move(tokenizer)), deflate_level_(deflate_level) {
-  spool_path_ = cat(path_, ".spool.", ::getpid());
-  spool_fd_ = ::open(spool_path_.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
-  if (spool_fd_ < 0) throw InputError(cat(spool_path_, ": cannot create: ", std::strerror(errno)));
-  buffer_.reserve(1 << 18);
-}
-
-SequenceWriter::~SequenceWriter() {
-  if (spool_fd_ >= 0) ::close(spool_fd_);
-  ::unlink(spool_path_.c_str());
-}
-
-void SequenceWriter::flush_buffer() {
-  const char* p = reinterpret_cast<const char*>(buffer_.data());
-  size_t left = buffer_.size() * sizeof(int32_t);
-  while (left > 0) {
-    ssize_t w = ::write(spool_fd_, p, left);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      throw InputError(cat(spool_path_, ": write failed: ", std::strerror(errno)));
-    }
-    p += w;
-    left -= static_cast<size_t>(w);
-  }
-  buffer_.clear();
-}
+    : path_(std::move(path)),
+      tokenizer_(std::move(tokenizer)),
+      deflate_level_(deflate_level),
+      spool_(cat(path_, ".spool.", ::getpid())) {}
 
 void SequenceWriter::add(std::span<const int32_t> sequence) {
   if (sequence.empty()) throw Error("SequenceWriter::add: empty sequence");
-  if (buffer_.size() + sequence.size() > buffer_.capacity()) flush_buffer();
-  if (sequence.size() > buffer_.capacity()) {
-    buffer_.assign(sequence.begin(), sequence.end());
-    flush_buffer();
-  } else {
-    buffer_.insert(buffer_.end(), sequence.begin(), sequence.end());
-  }
+  spool_.add(sequence);
   lengths_.push_back(static_cast<int64_t>(sequence.size()));
   num_tokens_ += static_cast<int64_t>(sequence.size());
 }
 
 void SequenceWriter::finish(const std::vector<std::string>& vocab) {
   if (finished_) throw Error("SequenceWriter::finish called twice");
-  flush_buffer();
   const int64_t n = num_sequences();
-  std::vector<int64_t> spool_offset(n + 1, 0);
-  for (int64_t i = 0; i < n; ++i) spool_offset[i + 1] = spool_offset[i] + lengths_[i];
+  // A counting sort by length, longest first, equal lengths in input order: the order the spool reads
+  // the tokens back in. next[length] is the output position of the next sequence of that length.
+  std::vector<int64_t> offsets(n + 1, 0);
+  std::unordered_map<int64_t, int64_t> next;
+  int64_t pos = 0;
+  for (const auto& [length, count] : spool_.length_counts()) {
+    next[length] = pos;
+    for (int64_t k = pos; k < pos + count; ++k) offsets[k + 1] = offsets[k] + length;
+    pos += count;
+  }
   std::vector<int64_t> order(n);
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return lengths_[a] > lengths_[b]; });
+  for (int64_t i = 0; i < n; ++i) order[next[lengths_[i]]++] = i;
 
   AtomicFile out(path_);
   {
@@ -182,23 +158,11 @@ void SequenceWriter::finish(const std::vector<std::string>& vocab) {
     f.write_attr("/", "eos_id", int64_t{kEosId});
     f.write_attr("/", "unk_id", int64_t{kUnkId});
     f.create_extendible<int32_t>("/tokens", 1 << 16, deflate_level_);
-    std::vector<int64_t> offsets(n + 1, 0);
-    std::vector<int32_t> chunk;
-    chunk.reserve(1 << 20);
-    for (int64_t k = 0; k < n; ++k) {
-      int64_t i = order[k];
-      offsets[k + 1] = offsets[k] + lengths_[i];
-      if (chunk.size() + lengths_[i] > chunk.capacity()) {
-        f.append<int32_t>("/tokens", chunk.data(), chunk.size());
-        chunk.clear();
-      }
-      size_t at = chunk.size();
-      chunk.resize(at + lengths_[i]);
-      size_t bytes = lengths_[i] * sizeof(int32_t);
-      ssize_t r = ::pread(spool_fd_, chunk.data() + at, bytes, spool_offset[i] * sizeof(int32_t));
-      if (r != static_cast<ssize_t>(bytes)) throw InputError(cat(spool_path_, ": short read from the token spool"));
-    }
-    f.append<int32_t>("/tokens", chunk.data(), chunk.size());
+    StreamingWriteback writeback(out.temp_path());
+    spool_.read_sorted([&](std::span<const int32_t> ids) {
+      f.append<int32_t>("/tokens", ids.data(), ids.size());
+      writeback.step();
+    });
     f.write("/offsets", offsets);
     f.write("/source_index", order);
     f.write_strings("/vocab", vocab);
@@ -207,9 +171,7 @@ void SequenceWriter::finish(const std::vector<std::string>& vocab) {
   out.commit();
   finished_ = true;
   // The spool has served its purpose: free its disk space now rather than when the writer dies.
-  ::close(spool_fd_);
-  spool_fd_ = -1;
-  ::unlink(spool_path_.c_str());
+  spool_.remove();
 }
 
 }  // namespace rnn_dist

@@ -3,18 +3,22 @@
 #include <gtest/gtest.h>
 
 #include "test_util.h"
+#include <fcntl.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <string>
 #include <vector>
 
 #include "rnn_dist/dataset.h"
 #include "rnn_dist/error.h"
 #include "rnn_dist/h5.h"
+#include "rnn_dist/writeback.h"
 
 using namespace rnn_dist;
 using Ids = std::vector<int32_t>;
@@ -169,6 +173,62 @@ TEST_F(dataset, WriterWithoutFinishLeavesNothing) {
   EXPECT_THROW(w.add(Ids{}), Error);
 }
 
+
+TEST_F(dataset, RoundTripOfAWordSizedVocabularyWithMultiByteSpoolIds) {
+  // Ids up to the largest of a 20000-entry vocabulary take one to three varint bytes in the spool.
+  const int32_t v = 20000;
+  std::vector<std::string> vocab = reserved_tokens();
+  for (int32_t k = kNumReserved; k < v; ++k) vocab.push_back(cat("w", k));
+  std::vector<Ids> input;
+  for (int s = 0; s < 200; ++s) {
+    Ids seq = {kBosId};
+    for (int k = 0; k < 1 + (s * 7) % 30; ++k)
+      seq.push_back(s == 0 && k == 0 ? v - 1 : kNumReserved + (s * 131 + k * 977) % (v - kNumReserved));
+    seq.push_back(kEosId);
+    input.push_back(seq);
+  }
+  {
+    SequenceWriter w(path("words.h5"), "word");
+    for (const auto& s : input) w.add(s);
+    w.finish(vocab);
+  }
+  SequenceFile f = SequenceFile::open(path("words.h5"));
+  ASSERT_EQ(f.num_sequences(), 200);
+  std::vector<int64_t> src = f.read_source_index(0, 200);
+  bool saw_largest = false;
+  for (int64_t i = 0; i < 200; ++i) {
+    Ids got;
+    f.read_tokens(i, i + 1, got);
+    ASSERT_EQ(got, input[src[i]]) << "sequence " << i;
+    saw_largest |= std::find(got.begin(), got.end(), v - 1) != got.end();
+  }
+  EXPECT_TRUE(saw_largest);
+}
+
+TEST_F(dataset, StreamingWritebackDropsOnlyWhatTheStepBeforeStarted) {
+  const std::string p = path("stream.bin");
+  int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  ASSERT_GE(fd, 0);
+  StreamingWriteback wb(p, 4096);
+  std::string all;
+  std::vector<int64_t> dropped;
+  for (int k = 0; k < 6; ++k) {
+    std::string block(3000, static_cast<char>('a' + k));
+    ASSERT_EQ(::write(fd, block.data(), block.size()), 3000);
+    all += block;
+    wb.step();
+    dropped.push_back(wb.dropped_bytes());
+  }
+  ::close(fd);
+  // Steps run at 6000 bytes (starts writeback of [0, 6000)), 12000 (waits for and drops that, starts
+  // [6000, 12000)) and 18000 (drops [6000, 12000)); 3000, 9000 and 15000 are less than a step further.
+  EXPECT_EQ(dropped, (std::vector<int64_t>{0, 0, 0, 6000, 6000, 12000}));
+  std::ifstream in(p, std::ios::binary);
+  std::string back((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(back, all);
+  std::string msg = input_error([&] { StreamingWriteback missing(path("missing.bin")); });
+  EXPECT_EQ(msg.rfind(path("missing.bin") + ": cannot open", 0), 0u) << msg;
+}
 TEST_F(dataset, HandBuiltFileIsValid) {
   Parts p;
   p.labels = {0, 1, 0};

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "rnn_dist/h5.h"
+#include "rnn_dist/spool.h"
 
 namespace rnn_dist {
 
@@ -51,15 +52,14 @@ class SequenceFile {
   bool has_labels_ = false;
 };
 
-// Writes a sequence file. Sequences are added in input order; tokens go to a temporary file as they
-// arrive (only lengths stay in memory); finish() sorts by length (longest first, ties in input order),
+// Writes a sequence file. Sequences are added in input order; their tokens go to a TokenSpool as they
+// arrive (only lengths stay in memory); finish() reads them back longest first (ties in input order),
 // writes the HDF5 file under a temporary name and renames it into place.
 class SequenceWriter {
  public:
   SequenceWriter(std::string path, std::string tokenizer, int deflate_level = 0);
   SequenceWriter(const SequenceWriter&) = delete;
   SequenceWriter& operator=(const SequenceWriter&) = delete;
-  ~SequenceWriter();
 
   void add(std::span<const int32_t> sequence);
   int64_t num_sequences() const { return static_cast<int64_t>(lengths_.size()); }
@@ -68,11 +68,9 @@ class SequenceWriter {
   void finish(const std::vector<std::string>& vocab);
 
  private:
-  void flush_buffer();
-  std::string path_, tokenizer_, spool_path_;
+  std::string path_, tokenizer_;
   int deflate_level_;
-  int spool_fd_ = -1;
-  std::vector<int32_t> buffer_;
+  TokenSpool spool_;
   std::vector<int64_t> lengths_;
   int64_t num_tokens_ = 0;
   bool finished_ = false;
