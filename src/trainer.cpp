@@ -399,7 +399,6 @@ int Trainer::run() {
     if (!source_->dropped().empty()) std::cout << " (" << source_->dropped() << ")";
     std::cout << std::endl;
   }
-  for (int sig : {SIGTERM, SIGINT, SIGUSR1}) std::signal(sig, on_stop_signal);
 
   Model& model = *model_;
   Backend& backend = *backend_;
@@ -560,6 +559,8 @@ void check_config(const TrainerConfig& c) {
 }
 
 int train(const TrainerConfig& config, Topology& topo) {
+  // From here a stop signal is deferred to the end of a step (the first one when it came during set-up).
+  for (int sig : {SIGTERM, SIGINT, SIGUSR1}) std::signal(sig, on_stop_signal);
   Trainer trainer(config, topo);
   if (int rc = agree_on_errors(topo, [&] { trainer.setup(); })) return rc;
   if (int rc = agree_on_errors(topo, [&] { trainer.check_ranks_agree(); })) return rc;

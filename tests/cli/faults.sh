@@ -142,9 +142,10 @@ rc=$?
 W="--train data/train.h5 --embed 16 --hidden 96 --layers 2 --batch-size 4 --seed 3 --save-every 1 --keep 2"
 shopt -s nullglob
 good_kills=0 mid_write=0
-for delay in 0.3 0.45 0.6 0.75 0.9; do
-  "$BUILD/rnn_dist" train $W --epochs 100000 --resume --checkpoint-dir kw > log.kw 2>&1 &
+for delay in 0.05 0.1 0.15 0.2 0.25; do
+  "$BUILD/rnn_dist" train $W --epochs 100000 --log-every 1 --resume --checkpoint-dir kw > log.kw 2>&1 &
   pid=$!
+  for _ in $(seq 100); do grep -q "^epoch" log.kw && break; sleep 0.1; done
   sleep $delay
   kill -KILL $pid
   wait $pid 2>/dev/null
@@ -154,14 +155,14 @@ for delay in 0.3 0.45 0.6 0.75 0.9; do
   [ $all_load -eq 1 ] && good_kills=$((good_kills + 1))
 done
 newest=$(ls kw/step-*.h5 | tail -1)
-"$BUILD/rnn_dist" train $W --epochs 100000 --resume --checkpoint-dir kw > log.kw2 2>&1 &
+"$BUILD/rnn_dist" train $W --epochs 100000 --log-every 1 --resume --checkpoint-dir kw > log.kw2 2>&1 &
 pid=$!
-sleep 0.5
+for _ in $(seq 100); do grep -q "^epoch" log.kw2 && break; sleep 0.1; done
 kill -TERM $pid
 wait $pid
 shopt -u nullglob
 [ $good_kills -eq 5 ] && [ -n "$newest" ] && grep -q "resumed from $newest" log.kw2 && ok "5 kills during checkpointing ($mid_write mid-write): every checkpoint loads, resume from $newest" \
-  || bad "kill during checkpoint writes: $good_kills/5 clean; $(head -2 log.kw2)"
+  || bad "kill during checkpoint writes: $good_kills/5 clean; newest $newest; $(grep -v device log.kw2 | head -3)"
 
 # A full disk (a small tmpfs): the checkpoint write fails with the file named, the previous checkpoint
 # stays and no partial file is left; rnn_prep likewise leaves nothing behind.
