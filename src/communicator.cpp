@@ -165,6 +165,16 @@ Topology make_mpi_topology(int ranks_per_node) {
   return t;
 }
 
+std::string mpi_library_version() {
+  char buf[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
+  int len = 0;
+  MPI_Get_library_version(buf, &len);
+  std::string v(buf, static_cast<size_t>(len));
+  v = v.substr(0, v.find_first_of(",\n"));
+  std::replace(v.begin(), v.end(), '\t', ' ');
+  return v;
+}
+
 Topology make_single_process_topology() {
   Topology t;
   t.host = hostname();

@@ -74,8 +74,8 @@ SequenceFile SequenceFile::open(const std::string& path) {
   const auto& o = s.offsets_;
   if (o[0] != 0) invalid(path, "/offsets[0] must be 0");
   for (uint64_t i = 0; i < n; ++i) {
-    int64_t len = o[i + 1] - o[i];
-    if (len < 1) invalid(path, cat("sequence ", i, " is empty or /offsets is not increasing at entry ", i + 1));
+    if (o[i + 1] <= o[i]) invalid(path, cat("sequence ", i, " is empty or /offsets is not increasing at entry ", i + 1));
+    const int64_t len = o[i + 1] - o[i];  // no overflow: 0 <= o[i] < o[i + 1]
     if (static_cast<uint64_t>(o[i + 1]) > num_tokens)
       invalid(path, cat("/offsets[", i + 1, "] = ", o[i + 1], " is past the end of /tokens (", num_tokens, ")"));
     if (i > 0 && len > o[i] - o[i - 1])

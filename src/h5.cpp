@@ -323,4 +323,10 @@ RNN_DIST_H5_INSTANTIATE(double)
 RNN_DIST_H5_INSTANTIATE(uint8_t)
 #undef RNN_DIST_H5_INSTANTIATE
 
+std::string library_version() {
+  unsigned major = 0, minor = 0, release = 0;
+  H5get_libversion(&major, &minor, &release);
+  return cat(major, ".", minor, ".", release);
+}
+
 }  // namespace rnn_dist::h5

@@ -19,6 +19,7 @@ const std::map<std::string, Command>& commands() {
       {"train", {rnn_dist::cmd_train, "train a model (under mpirun for several ranks)"}},
       {"eval", {rnn_dist::cmd_eval, "loss, perplexity and bits per token of a checkpoint on a file"}},
       {"sample", {rnn_dist::cmd_sample, "generate text from a checkpoint"}},
+      {"check", {rnn_dist::cmd_check, "check a launch (GPUs, MPI, data, checkpoint dir, threads) under mpirun/srun"}},
   };
   return c;
 }

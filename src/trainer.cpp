@@ -15,6 +15,7 @@
 
 #include "rnn_dist/checkpoint.h"
 #include "rnn_dist/dataset.h"
+#include "rnn_dist/device_communicator.h"
 #include "rnn_dist/error.h"
 #include "rnn_dist/random.h"
 #include "rnn_dist/rank_errors.h"
@@ -151,6 +152,7 @@ class Trainer {
   int64_t local_columns_ = 0, first_column_ = 0;  // stream mode
   int device_index_ = 0;
   std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Communicator> device_world_;  // NCCL over the world when the gradients are on GPUs
   std::unique_ptr<Model> model_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
@@ -242,6 +244,8 @@ void Trainer::check_ranks_agree() {
   if (c_.allreduce == "hierarchical" && v[2] != -v[3])
     throw InputError("--allreduce hierarchical needs the same number of ranks on every node");
   if (v[4] != -v[5]) throw InputError("--device auto chose a GPU on some ranks and the CPU on others: set --device");
+  if (cuda && c_.allreduce == "hierarchical" && topo_.world_size() > 1)
+    throw InputError("--allreduce hierarchical is not implemented over NCCL yet: use --allreduce flat on GPUs");
   if (cuda) {
     // Two ranks of a node on one GPU (each sees a single GPU, but the same one) would compete for it.
     const std::vector<std::string> names = topo_.node->allgather_strings(backend_->device_name());
@@ -252,6 +256,8 @@ void Trainer::check_ranks_agree() {
                                names[a], "): give each rank its own GPU (srun --gpus-per-task=1, or one rank per "
                                "visible GPU)"));
   }
+  // On GPUs the gradients live in device memory: they are summed by NCCL, bootstrapped over MPI.
+  if (cuda) device_world_ = make_nccl_communicator(*topo_.world, *backend_);
   if (c_.verbose) {
     const Device d = backend_->device();
     const std::vector<std::string> lines = topo_.world->allgather_strings(
@@ -432,7 +438,10 @@ int Trainer::run() {
       // Gradients, loss sum, token count and any stop request in one all-reduce over the gradient buffer.
       float totals[Model::kReduceSlots] = {static_cast<float>(loss_sum), static_cast<float>(batch.tokens())};
       backend.upload(model.grads().data() + n, totals, sizeof(totals));
-      allreduce_sum(topo_, algo, model.grads().data(), n + Model::kReduceSlots, scratch);
+      if (device_world_)
+        device_world_->allreduce_sum(model.grads().data(), n + Model::kReduceSlots);
+      else
+        allreduce_sum(topo_, algo, model.grads().data(), n + Model::kReduceSlots, scratch);
       backend.download(totals, model.grads().data() + n, sizeof(totals));
       int64_t stop = g_stop_signal;
       topo_.world->allreduce_max(&stop, 1);

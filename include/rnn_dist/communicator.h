@@ -59,6 +59,10 @@ Topology make_mpi_topology(int ranks_per_node);
 // A topology of one rank, without MPI.
 Topology make_single_process_topology();
 
+// The MPI library, e.g. "Open MPI v4.1.4" (first line of MPI_Get_library_version, up to its first comma);
+// callable before MPI is initialised.
+std::string mpi_library_version();
+
 enum class AllreduceAlgo { flat, hierarchical };
 // Sums data over the world, either with one all-reduce or hierarchically: reduce-scatter within the
 // node, all-reduce of each slice across nodes, all-gather within the node. `scratch` grows as needed.

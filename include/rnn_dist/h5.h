@@ -79,4 +79,7 @@ class File {
   Handle file_;
 };
 
+// The HDF5 library version, "1.10.8" (for `rnn_dist check`).
+std::string library_version();
+
 }  // namespace rnn_dist::h5

@@ -1,0 +1,26 @@
+// Collectives over GPU memory: a Communicator whose data pointers are device memory of a CUDA backend,
+// implemented with NCCL (src/cuda/nccl_communicator.cpp; in a build without the GPU path the factory
+// throws, src/stub/nccl_unavailable.cpp). No CUDA header here: the CPU-only build includes it too.
+#pragma once
+
+#include <memory>
+
+#include "rnn_dist/backend.h"
+#include "rnn_dist/communicator.h"
+
+namespace rnn_dist {
+
+// An NCCL communicator over the ranks of `bootstrap` (an MPI communicator, or the one-process stand-in),
+// on `backend`'s GPU and stream. Collective over bootstrap: rank 0 creates the NCCL id and broadcasts it
+// with bootstrap.broadcast(), then every rank joins with ncclCommInitRank.
+//
+// Every data pointer given to the result's collectives (allreduce_sum, allreduce_max, reduce_scatter_sum,
+// allgather, broadcast) is device memory of `backend`; each call returns when the collective has completed
+// on the device. barrier() and allgather_strings() go through `bootstrap`, which must outlive the result.
+// With one rank the collectives do nothing. A collective that has not completed after timeout_seconds
+// aborts the NCCL communicator (ncclCommAbort) and throws Error naming the rank and host, instead of hanging.
+// Throws Error if `backend` is not a CUDA backend.
+std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap, Backend& backend,
+                                                     double timeout_seconds = 300);
+
+}  // namespace rnn_dist

@@ -1,0 +1,260 @@
+// The CUDA backend: one GPU per rank, bound with cudaSetDevice(local_rank) before anything is allocated;
+// memory from the device's stream-ordered pool (cudaMallocAsync: a caching allocator, so steady-state steps
+// do not call the driver), every kernel, copy, cuBLAS and cuDNN call on the backend's one stream; the
+// output layer through cuBLAS, the rest through kernels.cu; make_lstm() gives the cuDNN LSTM.
+#include "cuda_backend.h"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+
+#include "cuda_check.h"
+#include "kernels.h"
+#include "rnn_dist/error.h"
+
+namespace rnn_dist::cuda {
+namespace {
+
+// RAII owners of the backend's handles, each destroyed with a warning (not an exception) on failure.
+struct StreamOwner {
+  cudaStream_t s = nullptr;
+  ~StreamOwner() {
+    if (s) CUDA_WARN(cudaStreamDestroy(s));
+  }
+};
+struct CublasOwner {
+  cublasHandle_t h = nullptr;
+  ~CublasOwner() {
+    if (h) CUBLAS_WARN(cublasDestroy(h));
+  }
+};
+struct CudnnOwner {
+  cudnnHandle_t h = nullptr;
+  ~CudnnOwner() {
+    if (h) CUDNN_WARN(cudnnDestroy(h));
+  }
+};
+struct PinnedOwner {
+  void* p = nullptr;
+  ~PinnedOwner() {
+    if (p) CUDA_WARN(cudaFreeHost(p));
+  }
+};
+
+int checked_int(int64_t v, const char* what) {
+  if (v < 0 || v > INT_MAX) throw Error(cat("CUDA backend: ", what, " = ", v, " does not fit cuBLAS's int"));
+  return static_cast<int>(v);
+}
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int local_rank) {
+    ctx_.device = local_rank;
+    // Binds this thread to its GPU before anything is created on a device (else it would land on GPU 0).
+    CUDA_CHECK(cudaSetDevice(local_rank));
+    cudaDeviceProp prop{};
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, local_rank));
+    char bus[32] = {0};
+    CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof(bus), local_rank));
+    name_ = cat("cuda:", local_rank, " (", prop.name, ", PCI ", bus, ")");
+
+    // The default pool keeps freed memory for reuse instead of returning it at each synchronisation.
+    CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool_, local_rank));
+    uint64_t keep = UINT64_MAX;
+    CUDA_CHECK(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep));
+
+    CUDA_CHECK(cudaStreamCreateWithFlags(&stream_.s, cudaStreamNonBlocking));
+    ctx_.stream = stream_.s;
+    CUBLAS_CHECK(cublasCreate(&cublas_.h));
+    CUBLAS_CHECK(cublasSetStream(cublas_.h, stream_.s));
+    // Plain fp32 GEMMs (no TF32), so that results match the CPU backend to float rounding.
+    CUBLAS_CHECK(cublasSetMathMode(cublas_.h, CUBLAS_DEFAULT_MATH));
+    ctx_.cublas = cublas_.h;
+    CUDNN_CHECK(cudnnCreate(&cudnn_.h));
+    CUDNN_CHECK(cudnnSetStream(cudnn_.h, stream_.s));
+    ctx_.cudnn = cudnn_.h;
+
+    CUDA_CHECK(cudaMallocHost(&pinned_.p, sizeof(LossResult) + sizeof(double)));
+    scratch_ = Buffer(*this, kReduceBlocks * sizeof(double) + sizeof(LossResult) + sizeof(double));
+  }
+
+  ~CudaBackend() override {
+    // Buffers this backend still owns go back to the pool before the stream and handles are destroyed.
+    ones_ = Buffer();
+    row_loss_ = Buffer();
+    scratch_ = Buffer();
+    if (stream_.s) CUDA_WARN(cudaStreamSynchronize(stream_.s));
+  }
+
+  const Context& context() const { return ctx_; }
+
+  Device device() const override { return Device{DeviceType::cuda, ctx_.device}; }
+  std::string device_name() const override { return name_; }
+
+  void* allocate(size_t bytes) override {
+    void* p = nullptr;
+    cudaError_t e = cudaMallocAsync(&p, bytes, stream_.s);
+    if (e == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      // Cached blocks may be fragmented: hand them back to the driver and try once more.
+      CUDA_CHECK(cudaStreamSynchronize(stream_.s));
+      CUDA_CHECK(cudaMemPoolTrimTo(pool_, 0));
+      e = cudaMallocAsync(&p, bytes, stream_.s);
+    }
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      size_t free_bytes = 0, total = 0;
+      cudaMemGetInfo(&free_bytes, &total);
+      throw Error(cat("out of GPU memory allocating ", bytes, " bytes on ", name_, " (", free_bytes >> 20, " MiB free of ",
+                      total >> 20, " MiB; ", cudaGetErrorString(e), "; ", where(), ")"));
+    }
+    return p;
+  }
+  void deallocate(void* p) noexcept override { CUDA_WARN(cudaFreeAsync(p, stream_.s)); }
+
+  void upload(void* dst, const void* src, size_t bytes) override {
+    if (bytes == 0) return;
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_.s));
+    // From pageable memory the call returns once the source has been staged; from page-locked memory it
+    // is truly asynchronous, so wait: the caller may reuse its buffer as soon as we return.
+    cudaPointerAttributes attr{};
+    CUDA_CHECK(cudaPointerGetAttributes(&attr, src));
+    if (attr.type == cudaMemoryTypeHost) CUDA_CHECK(cudaStreamSynchronize(stream_.s));
+  }
+  void download(void* dst, const void* src, size_t bytes) override {
+    if (bytes == 0) return;
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_.s));
+    CUDA_CHECK(cudaStreamSynchronize(stream_.s));
+  }
+  void copy(void* dst, const void* src, size_t bytes) override {
+    if (bytes == 0 || dst == src) return;
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_.s));
+  }
+  void zero(float* x, int64_t n) override {
+    if (n > 0) CUDA_CHECK(cudaMemsetAsync(x, 0, static_cast<size_t>(n) * sizeof(float), stream_.s));
+  }
+
+  void embedding_forward(const int32_t* ids, int64_t rows, const float* table, int dim, float* out) override {
+    CUDA_CHECK(launch_embedding_forward(ids, rows, table, dim, out, stream_.s));
+  }
+  void embedding_backward(const int32_t* ids, int64_t rows, const float* dout, int dim, float* dtable) override {
+    CUDA_CHECK(launch_embedding_backward(ids, rows, dout, dim, dtable, stream_.s));
+  }
+
+  // Row-major y (rows x out) is column-major y^T (out x rows): y^T = W x^T with W stored as column-major
+  // W^T (in x out), hence op(A) = T on W and op(B) = N on x^T.
+  void linear_forward(const float* x, int64_t rows, int in, const float* w, const float* b, int out,
+                      float* y) override {
+    if (rows == 0) return;
+    const int n = checked_int(rows, "rows");
+    float beta = 0.0f;
+    if (b) {
+      CUDA_CHECK(launch_broadcast_rows(b, rows, out, y, stream_.s));
+      beta = 1.0f;
+    }
+    const float alpha = 1.0f;
+    CUBLAS_CHECK(cublasSgemm(cublas_.h, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &alpha, w, in, x, in, &beta, y, out));
+  }
+
+  // dx^T (in x rows) = W^T dy^T; dW^T (in x out) += x^T dy; db += dy^T 1 (all column-major views).
+  void linear_backward(const float* x, int64_t rows, int in, const float* w, int out, const float* dy, float* dx,
+                       float* dw, float* db) override {
+    if (rows == 0) return;
+    const int n = checked_int(rows, "rows");
+    const float one = 1.0f, zero = 0.0f;
+    if (dx) CUBLAS_CHECK(cublasSgemm(cublas_.h, CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, &one, w, in, dy, out, &zero, dx, in));
+    CUBLAS_CHECK(cublasSgemm(cublas_.h, CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, &one, x, in, dy, out, &one, dw, in));
+    if (db) {
+      if (ones_.bytes() < static_cast<size_t>(rows) * sizeof(float)) {
+        ones_ = Buffer();
+        ones_ = Buffer(*this, static_cast<size_t>(rows) * sizeof(float) * 3 / 2 + 256);
+        CUDA_CHECK(launch_fill(static_cast<float*>(ones_.data()), static_cast<int64_t>(ones_.bytes() / sizeof(float)),
+                               1.0f, stream_.s));
+      }
+      CUBLAS_CHECK(cublasSgemv(cublas_.h, CUBLAS_OP_N, out, n, &one, dy, out, static_cast<const float*>(ones_.data()),
+                               1, &one, db, 1));
+    }
+  }
+
+  double cross_entropy(const float* logits, int64_t rows, int vocab, const int32_t* targets, float* dlogits,
+                       float grad_scale) override {
+    if (static_cast<size_t>(rows) * sizeof(double) > row_loss_.bytes()) {
+      row_loss_ = Buffer();
+      row_loss_ = Buffer(*this, static_cast<size_t>(rows) * sizeof(double) * 3 / 2 + 256);
+    }
+    auto* result = loss_result();
+    CUDA_CHECK(cudaMemsetAsync(&result->bad_row, 0xff, sizeof(result->bad_row), stream_.s));
+    CUDA_CHECK(launch_cross_entropy(logits, rows, vocab, targets, dlogits, grad_scale,
+                                    static_cast<double*>(row_loss_.data()), partial(), result, stream_.s));
+    auto* host = static_cast<LossResult*>(pinned_.p);
+    CUDA_CHECK(cudaMemcpyAsync(host, result, sizeof(LossResult), cudaMemcpyDeviceToHost, stream_.s));
+    CUDA_CHECK(cudaStreamSynchronize(stream_.s));
+    if (host->bad_row != ~0ull) {
+      const int64_t r = static_cast<int64_t>(host->bad_row);
+      int32_t target = 0;
+      download(&target, targets + r, sizeof(target));
+      throw Error(cat("cross_entropy: target ", target, " of row ", r, " is outside the vocabulary of ", vocab));
+    }
+    return host->sum;
+  }
+
+  void dropout(const float* x, int64_t n, float p, uint64_t seed, float* y) override {
+    const float keep_scale = 1.0f / (1.0f - p);  // as the CPU backend computes it
+    CUDA_CHECK(launch_dropout(x, n, p, keep_scale, seed, y, stream_.s));
+  }
+
+  double sum_squares(const float* x, int64_t n) override {
+    double* out = reinterpret_cast<double*>(loss_result() + 1);
+    CUDA_CHECK(launch_sum_squares(x, n, partial(), out, stream_.s));
+    auto* host = reinterpret_cast<double*>(static_cast<LossResult*>(pinned_.p) + 1);
+    CUDA_CHECK(cudaMemcpyAsync(host, out, sizeof(double), cudaMemcpyDeviceToHost, stream_.s));
+    CUDA_CHECK(cudaStreamSynchronize(stream_.s));
+    return *host;
+  }
+
+  void scale(float* x, int64_t n, float a) override { CUDA_CHECK(launch_scale(x, n, a, stream_.s)); }
+
+  void sgd_update(float* p, const float* g, float* velocity, int64_t n, float lr, float momentum,
+                  float weight_decay) override {
+    CUDA_CHECK(launch_sgd_update(p, g, velocity, n, lr, momentum, weight_decay, stream_.s));
+  }
+  void adam_update(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1, float beta2,
+                   float eps, float weight_decay, bool decoupled, int64_t step) override {
+    // The bias corrections exactly as CpuBackend::adam_update computes them.
+    const double bc1 = 1.0 - std::pow(double{beta1}, double(step));
+    const double bc2 = 1.0 - std::pow(double{beta2}, double(step));
+    const float step_size = static_cast<float>(lr / bc1);
+    const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
+    CUDA_CHECK(launch_adam_update(p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, decoupled, step_size,
+                                  inv_sqrt_bc2, stream_.s));
+  }
+
+  std::unique_ptr<Lstm> make_lstm(const LstmShape& shape) override { return make_cudnn_lstm(*this, ctx_, shape); }
+
+ private:
+  // scratch_ holds [kReduceBlocks partial sums | LossResult | one double].
+  double* partial() { return static_cast<double*>(scratch_.data()); }
+  LossResult* loss_result() { return reinterpret_cast<LossResult*>(partial() + kReduceBlocks); }
+
+  Context ctx_;
+  std::string name_;
+  cudaMemPool_t pool_ = nullptr;
+  // Declared in creation order so that they are destroyed in reverse.
+  StreamOwner stream_;
+  CublasOwner cublas_;
+  CudnnOwner cudnn_;
+  PinnedOwner pinned_;
+  Buffer scratch_, row_loss_, ones_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> create_backend(int local_rank) { return std::make_unique<CudaBackend>(local_rank); }
+
+const Context* context_of(const Backend& backend) {
+  const auto* cuda = dynamic_cast<const CudaBackend*>(&backend);
+  return cuda ? &cuda->context() : nullptr;
+}
+
+}  // namespace rnn_dist::cuda

@@ -1,0 +1,42 @@
+// Error checking for the CUDA runtime, cuBLAS, cuDNN and NCCL in host code (.cpp only). The throwing
+// macros turn a failed call into rnn_dist::Error naming the expression, file:line, rank and host; the
+// *_WARN variants print the same to stderr and carry on, for destructors and clean-up paths.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+#include <nccl.h>
+
+#include <string>
+
+namespace rnn_dist::cuda {
+
+// "rank 3 on host gpu17": the rank from the launcher's environment (OMPI_COMM_WORLD_RANK, PMIX_RANK,
+// PMI_RANK, SLURM_PROCID; "rank ?" when none is set), so that it works before and without MPI.
+std::string where();
+std::string host_name();
+
+// Throws Error("<library> error: <message> in `<expr>` at <file>:<line> (<where>)").
+[[noreturn]] void fail(const char* library, const char* message, const char* expr, const char* file, int line);
+// Prints the same line to stderr.
+void warn(const char* library, const char* message, const char* expr, const char* file, int line) noexcept;
+
+}  // namespace rnn_dist::cuda
+
+#define RNN_DIST_GPU_CHECK_(report, library, ok, message_of, expr)                       \
+  do {                                                                                   \
+    const auto rnn_dist_status_ = (expr);                                                \
+    if (rnn_dist_status_ != (ok))                                                        \
+      ::rnn_dist::cuda::report(library, message_of(rnn_dist_status_), #expr, __FILE__, __LINE__); \
+  } while (0)
+
+#define CUDA_CHECK(expr) RNN_DIST_GPU_CHECK_(fail, "CUDA", cudaSuccess, cudaGetErrorString, expr)
+#define CUBLAS_CHECK(expr) RNN_DIST_GPU_CHECK_(fail, "cuBLAS", CUBLAS_STATUS_SUCCESS, cublasGetStatusString, expr)
+#define CUDNN_CHECK(expr) RNN_DIST_GPU_CHECK_(fail, "cuDNN", CUDNN_STATUS_SUCCESS, cudnnGetErrorString, expr)
+#define NCCL_CHECK(expr) RNN_DIST_GPU_CHECK_(fail, "NCCL", ncclSuccess, ncclGetErrorString, expr)
+
+#define CUDA_WARN(expr) RNN_DIST_GPU_CHECK_(warn, "CUDA", cudaSuccess, cudaGetErrorString, expr)
+#define CUBLAS_WARN(expr) RNN_DIST_GPU_CHECK_(warn, "cuBLAS", CUBLAS_STATUS_SUCCESS, cublasGetStatusString, expr)
+#define CUDNN_WARN(expr) RNN_DIST_GPU_CHECK_(warn, "cuDNN", CUDNN_STATUS_SUCCESS, cudnnGetErrorString, expr)
+#define NCCL_WARN(expr) RNN_DIST_GPU_CHECK_(warn, "NCCL", ncclSuccess, ncclGetErrorString, expr)

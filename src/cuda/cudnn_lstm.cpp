@@ -1,0 +1,263 @@
+// The GPU LSTM: cuDNN's multi-layer LSTM (cuDNN >= 9 RNN API) over packed batches
+// (CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED, the layout of cpu::Packing). The weight region the model hands
+// in IS cuDNN's weight space; canonical_params() names the PyTorch tensors inside it.
+//
+// Why canonical views can be slices: cudnnGetRNNWeightParams reports, per layer, one matrix per gate
+// (linLayerID 0-3: W_i, W_f, W_g, W_o on the input; 4-7: R_i, R_f, R_g, R_o on h) and one bias per gate,
+// in PyTorch's gate order i, f, g, o. PyTorch's nn.LSTM keeps its weight_ih/weight_hh/bias_ih/bias_hh as
+// views into this same weight space (aten/src/ATen/native/cudnn/RNN.cpp, get_parameters), which works
+// because cuDNN places the four gate matrices of each kind back to back: then PyTorch's stacked 4H x in
+// matrix is one slice. cuDNN does not document that placement, so the constructor verifies it for every
+// layer and refuses clearly if a cuDNN version ever lays the gates out otherwise.
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "cuda_backend.h"
+#include "cuda_check.h"
+#include "kernels.h"
+#include "rnn_dist/error.h"
+
+namespace rnn_dist::cuda {
+namespace {
+
+// cuDNN documents no alignment for the weight space, and the model's LSTM region starts at whatever float
+// follows the embedding table: a region not at this alignment (cudaMalloc's) is staged through an aligned
+// copy, one device copy per call, rather than risk a misaligned access inside cuDNN.
+constexpr uintptr_t kWeightAlign = 256;
+
+template <class T, cudnnStatus_t (*Create)(T*), cudnnStatus_t (*Destroy)(T)>
+class Descriptor {
+ public:
+  Descriptor() { CUDNN_CHECK(Create(&d_)); }
+  ~Descriptor() { CUDNN_WARN(Destroy(d_)); }
+  Descriptor(const Descriptor&) = delete;
+  Descriptor& operator=(const Descriptor&) = delete;
+  T get() const { return d_; }
+
+ private:
+  T d_ = nullptr;
+};
+using RnnDesc = Descriptor<cudnnRNNDescriptor_t, cudnnCreateRNNDescriptor, cudnnDestroyRNNDescriptor>;
+using DropoutDesc = Descriptor<cudnnDropoutDescriptor_t, cudnnCreateDropoutDescriptor, cudnnDestroyDropoutDescriptor>;
+using DataDesc = Descriptor<cudnnRNNDataDescriptor_t, cudnnCreateRNNDataDescriptor, cudnnDestroyRNNDataDescriptor>;
+using TensorDesc = Descriptor<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor>;
+
+// Grows a device buffer geometrically (never shrinks), so a steady batch shape allocates nothing.
+void ensure(Buffer& b, Backend& backend, size_t bytes) {
+  if (b.bytes() >= bytes) return;
+  const size_t grown = std::max(bytes, b.bytes() + b.bytes() / 2);
+  b = Buffer();
+  b = Buffer(backend, grown);
+}
+
+bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % kWeightAlign == 0; }
+
+// The descriptors and device sequence lengths of one batch shape; training and inference each have their
+// own, so an evaluation between a training forward and its backward leaves the latter intact.
+struct BatchDescs {
+  DataDesc x, y;
+  TensorDesc h;  // layers x B x H, for h and c alike
+  Buffer seq_lengths;
+};
+
+class CudnnLstm final : public Lstm {
+ public:
+  CudnnLstm(Backend& backend, const Context& ctx, const LstmShape& shape)
+      : backend_(backend), ctx_(ctx), shape_(shape) {
+    if (shape.input < 1 || shape.hidden < 1 || shape.layers < 1)
+      throw Error(cat("CudnnLstm: invalid shape input ", shape.input, ", hidden ", shape.hidden, ", layers ",
+                      shape.layers));
+    inter_layer_dropout_ = shape.dropout > 0 && shape.layers > 1;
+    CUDNN_CHECK(cudnnSetDropoutDescriptor(dropout_.get(), ctx_.cudnn, 0.0f, nullptr, 0, 0));
+    set_rnn_descriptor();
+    CUDNN_CHECK(cudnnGetRNNWeightSpaceSize(ctx_.cudnn, rnn_.get(), &weight_bytes_));
+    if (weight_bytes_ % sizeof(float) != 0)
+      throw Error(cat("cuDNN reports a weight space of ", weight_bytes_, " bytes, not a whole number of floats"));
+    locate_params();
+  }
+
+  int64_t weight_elems() const override { return static_cast<int64_t>(weight_bytes_ / sizeof(float)); }
+  std::vector<ParamSlice> canonical_params() const override { return params_; }
+
+  void forward(const float* weights, const Packing& packing, const float* x, const float* h0, const float* c0,
+               float* y, float* hn, float* cn, bool training, uint64_t dropout_seed) override {
+    BatchDescs& d = training ? train_ : infer_;
+    describe(d, packing);
+    if (training && inter_layer_dropout_ && !dropout_seeded_) seed_dropout(dropout_seed);
+    const cudnnForwardMode_t mode = training ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE;
+    size_t ws = 0, rs = 0;
+    CUDNN_CHECK(cudnnGetRNNTempSpaceSizes(ctx_.cudnn, rnn_.get(), mode, d.x.get(), &ws, &rs));
+    ensure(workspace_, backend_, ws);
+    if (training) {
+      ensure(reserve_, backend_, rs);
+      reserve_bytes_ = rs;
+      workspace_bytes_ = ws;
+    }
+    const float* w = stage_weights(weights);
+    CUDNN_CHECK(cudnnRNNForward(ctx_.cudnn, rnn_.get(), mode, static_cast<const int32_t*>(d.seq_lengths.data()),
+                                d.x.get(), x, d.y.get(), y, d.h.get(), h0, hn, d.h.get(), c0, cn, weight_bytes_, w,
+                                ws, workspace_.data(), training ? rs : 0, training ? reserve_.data() : nullptr));
+    if (training) {
+      saved_ = {x, y, h0, c0, packing.rows(), true};
+    }
+  }
+
+  void backward(const float* weights, const float* dy, const float* dhn, const float* dcn, float* dx, float* dh0,
+                float* dc0, float* dweights) override {
+    if (!saved_.valid) throw Error("CudnnLstm::backward without a training forward before it");
+    const int64_t rows = saved_.rows;
+    // cuDNN wants every data gradient buffer; absent ones become zeros (dy) or a discarded scratch (dx).
+    if (!dy) {
+      ensure(dy_zero_, backend_, static_cast<size_t>(rows) * shape_.hidden * sizeof(float));
+      backend_.zero(static_cast<float*>(dy_zero_.data()), rows * shape_.hidden);
+      dy = static_cast<const float*>(dy_zero_.data());
+    }
+    if (!dx) {
+      ensure(dx_scratch_, backend_, static_cast<size_t>(rows) * shape_.input * sizeof(float));
+      dx = static_cast<float*>(dx_scratch_.data());
+    }
+    const float* w = stage_weights(weights);
+    const auto* seq = static_cast<const int32_t*>(train_.seq_lengths.data());
+    CUDNN_CHECK(cudnnRNNBackwardData_v8(ctx_.cudnn, rnn_.get(), seq, train_.y.get(), saved_.y, dy, train_.x.get(), dx,
+                                        train_.h.get(), saved_.h0, dhn, dh0, train_.h.get(), saved_.c0, dcn, dc0,
+                                        weight_bytes_, w, workspace_bytes_, workspace_.data(), reserve_bytes_,
+                                        reserve_.data()));
+    float* dw = dweights;
+    if (!aligned(dweights)) {
+      ensure(dweights_stage_, backend_, weight_bytes_);
+      dw = static_cast<float*>(dweights_stage_.data());
+      backend_.zero(dw, weight_elems());
+    }
+    // Must follow the data gradient: it reads what that call left in the workspace and reserve space.
+    CUDNN_CHECK(cudnnRNNBackwardWeights_v8(ctx_.cudnn, rnn_.get(), CUDNN_WGRAD_MODE_ADD, seq, train_.x.get(),
+                                           saved_.x, train_.h.get(), saved_.h0, train_.y.get(), saved_.y,
+                                           weight_bytes_, dw, workspace_bytes_, workspace_.data(), reserve_bytes_,
+                                           reserve_.data()));
+    if (dw != dweights) CUDA_CHECK(launch_add(dweights, dw, weight_elems(), ctx_.stream));
+  }
+
+ private:
+  // Takes the inter-layer dropout from dropout_: off (p = 0) until the first training forward seeds it.
+  void set_rnn_descriptor() {
+    CUDNN_CHECK(cudnnSetRNNDescriptor_v8(
+        rnn_.get(), CUDNN_RNN_ALGO_STANDARD, CUDNN_LSTM, CUDNN_RNN_DOUBLE_BIAS, CUDNN_UNIDIRECTIONAL,
+        CUDNN_LINEAR_INPUT, CUDNN_DATA_FLOAT, CUDNN_DATA_FLOAT,
+        CUDNN_FMA_MATH,  // fp32 without TF32 tensor cores: results comparable with the CPU backend
+        shape_.input, shape_.hidden, shape_.hidden /* projSize = hidden: no projection */, shape_.layers,
+        dropout_.get(), CUDNN_RNN_PADDED_IO_DISABLED));
+  }
+
+  // cuDNN draws its masks from its own generator state (the CPU backend's masks differ anyway): it is
+  // seeded once, from the first training step's seed, and then advances from call to call.
+  void seed_dropout(uint64_t seed) {
+    size_t bytes = 0;
+    CUDNN_CHECK(cudnnDropoutGetStatesSize(ctx_.cudnn, &bytes));
+    dropout_states_ = Buffer(backend_, bytes);
+    CUDNN_CHECK(cudnnSetDropoutDescriptor(dropout_.get(), ctx_.cudnn, shape_.dropout, dropout_states_.data(), bytes,
+                                          static_cast<unsigned long long>(seed)));
+    set_rnn_descriptor();
+    dropout_seeded_ = true;
+  }
+
+  void describe(BatchDescs& d, const Packing& packing) {
+    const int B = packing.batch(), T = packing.steps();
+    if (B < 1 || T != packing.lengths[0])
+      throw Error(cat("CudnnLstm: inconsistent packing (", B, " sequences, ", T, " steps)"));
+    for (int b = 0; b < B; ++b)
+      if (packing.lengths[b] < 1 || (b > 0 && packing.lengths[b] > packing.lengths[b - 1]))
+        throw Error(cat("CudnnLstm: sequence lengths must be non-increasing and >= 1 (sequence ", b, " has ",
+                        packing.lengths[b], ")"));
+    CUDNN_CHECK(cudnnSetRNNDataDescriptor(d.x.get(), CUDNN_DATA_FLOAT, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED, T, B,
+                                          shape_.input, packing.lengths.data(), nullptr));
+    CUDNN_CHECK(cudnnSetRNNDataDescriptor(d.y.get(), CUDNN_DATA_FLOAT, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED, T, B,
+                                          shape_.hidden, packing.lengths.data(), nullptr));
+    const int dims[3] = {shape_.layers, B, shape_.hidden};
+    const int strides[3] = {B * shape_.hidden, shape_.hidden, 1};
+    CUDNN_CHECK(cudnnSetTensorNdDescriptor(d.h.get(), CUDNN_DATA_FLOAT, 3, dims, strides));
+    // The host lengths went into the descriptors; cuDNN also wants them in device memory.
+    ensure(d.seq_lengths, backend_, static_cast<size_t>(B) * sizeof(int32_t));
+    static_assert(sizeof(int) == sizeof(int32_t));
+    backend_.upload(d.seq_lengths.data(), packing.lengths.data(), static_cast<size_t>(B) * sizeof(int32_t));
+  }
+
+  const float* stage_weights(const float* weights) {
+    if (aligned(weights)) return weights;
+    ensure(weights_stage_, backend_, weight_bytes_);
+    backend_.copy(weights_stage_.data(), weights, weight_bytes_);
+    return static_cast<const float*>(weights_stage_.data());
+  }
+
+  // Offsets of every gate matrix and bias, read from cuDNN on a scratch weight space; verifies that each
+  // PyTorch tensor (four gates stacked) is one contiguous run, and builds the slices.
+  void locate_params() {
+    Buffer probe(backend_, weight_bytes_);
+    const char* base = static_cast<const char*>(probe.data());
+    TensorDesc mdesc, bdesc;
+    const int64_t H = shape_.hidden, elems = weight_elems();
+    auto numel = [](const TensorDesc& desc) {
+      cudnnDataType_t type;
+      int nb = 0, dims[8] = {0}, strides[8] = {0};
+      CUDNN_CHECK(cudnnGetTensorNdDescriptor(desc.get(), 8, &type, &nb, dims, strides));
+      int64_t n = 1;
+      for (int i = 0; i < nb; ++i) n *= dims[i];
+      return n;
+    };
+    for (int l = 0; l < shape_.layers; ++l) {
+      const int64_t in = l == 0 ? shape_.input : shape_.hidden;
+      int64_t mat[8], bias[8];
+      for (int id = 0; id < 8; ++id) {
+        void *maddr = nullptr, *baddr = nullptr;
+        CUDNN_CHECK(cudnnGetRNNWeightParams(ctx_.cudnn, rnn_.get(), l, weight_bytes_, probe.data(), id, mdesc.get(),
+                                            &maddr, bdesc.get(), &baddr));
+        const int64_t want_mat = H * (id < 4 ? in : H);
+        if (!maddr || !baddr || numel(mdesc) != want_mat || numel(bdesc) != H)
+          throw Error(cat("cuDNN: unexpected LSTM parameter shapes in layer ", l, ", linLayerID ", id, " (matrix ",
+                          numel(mdesc), " elements, want ", want_mat, "; bias ", numel(bdesc), ", want ", H, ")"));
+        mat[id] = (static_cast<const char*>(maddr) - base) / static_cast<int64_t>(sizeof(float));
+        bias[id] = (static_cast<const char*>(baddr) - base) / static_cast<int64_t>(sizeof(float));
+      }
+      auto contiguous = [&](const int64_t* off, int first, int64_t size) {
+        for (int g = 1; g < 4; ++g)
+          if (off[first + g] != off[first] + g * size) return false;
+        return off[first] >= 0 && off[first] + 4 * size <= elems;
+      };
+      if (!contiguous(mat, 0, H * in) || !contiguous(mat, 4, H * H) || !contiguous(bias, 0, H) ||
+          !contiguous(bias, 4, H))
+        throw Error(cat("cuDNN ", cudnnGetVersion(), " does not place the four gate matrices of LSTM layer ", l,
+                        " back to back in PyTorch's order i, f, g, o, so the PyTorch-named parameters cannot be "
+                        "views of its weight space; this build needs canonical parameters by copy"));
+      const std::string s = cat("_l", l);
+      params_.push_back({"weight_ih" + s, mat[0], {4 * H, in}});
+      params_.push_back({"weight_hh" + s, mat[4], {4 * H, H}});
+      params_.push_back({"bias_ih" + s, bias[0], {4 * H}});
+      params_.push_back({"bias_hh" + s, bias[4], {4 * H}});
+    }
+  }
+
+  Backend& backend_;
+  Context ctx_;
+  LstmShape shape_;
+  RnnDesc rnn_;
+  DropoutDesc dropout_;
+  bool inter_layer_dropout_ = false, dropout_seeded_ = false;
+  size_t weight_bytes_ = 0;
+  std::vector<ParamSlice> params_;
+  BatchDescs train_, infer_;
+  // Workspace shared by every call (stream-ordered); reserve space of the last training forward.
+  Buffer workspace_, reserve_, dropout_states_, weights_stage_, dweights_stage_, dy_zero_, dx_scratch_;
+  size_t workspace_bytes_ = 0, reserve_bytes_ = 0;
+  struct Saved {
+    const float *x = nullptr, *y = nullptr, *h0 = nullptr, *c0 = nullptr;
+    int64_t rows = 0;
+    bool valid = false;
+  } saved_;
+};
+
+}  // namespace
+
+std::unique_ptr<Lstm> make_cudnn_lstm(Backend& backend, const Context& context, const LstmShape& shape) {
+  return std::make_unique<CudnnLstm>(backend, context, shape);
+}
+
+}  // namespace rnn_dist::cuda

@@ -1,0 +1,57 @@
+// Launchers of the CUDA backend's own kernels (kernels.cu). Plain functions over raw device pointers and
+// sizes, C++17 and free of our C++20 headers so that both nvcc and the host code include it. Each enqueues
+// on `stream` and returns the launch status (cudaGetLastError()); shapes follow cpu_kernels.h, row-major.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace rnn_dist::cuda {
+
+// Blocks of the first stage of the two-stage reductions: `partial` buffers hold this many doubles.
+constexpr int kReduceBlocks = 256;
+
+// What the loss kernel leaves for one small readback: the loss sum, and the first row whose target lies
+// outside the vocabulary (UINT64_MAX when none; the caller sets it before the launch).
+struct LossResult {
+  double sum;
+  unsigned long long bad_row;
+};
+
+cudaError_t launch_fill(float* x, int64_t n, float value, cudaStream_t stream);
+// y[r, :] = b for every row: the bias the output-layer GEMM then adds onto.
+cudaError_t launch_broadcast_rows(const float* b, int64_t rows, int cols, float* y, cudaStream_t stream);
+// y += x
+cudaError_t launch_add(float* y, const float* x, int64_t n, cudaStream_t stream);
+cudaError_t launch_scale(float* x, int64_t n, float a, cudaStream_t stream);
+
+cudaError_t launch_embedding_forward(const int32_t* ids, int64_t rows, const float* table, int dim, float* out,
+                                     cudaStream_t stream);
+// dtable[ids[r]] += dout[r] with atomic adds (repeated ids accumulate in no fixed order).
+cudaError_t launch_embedding_backward(const int32_t* ids, int64_t rows, const float* dout, int dim, float* dtable,
+                                      cudaStream_t stream);
+
+// Fused log-softmax + NLL (+ gradient when dlogits is not null; it may alias logits), one block per row.
+// row_loss: rows doubles of scratch; partial: kReduceBlocks doubles; result->sum receives the total and
+// result->bad_row the first bad row.
+cudaError_t launch_cross_entropy(const float* logits, int64_t rows, int vocab, const int32_t* targets,
+                                 float* dlogits, float grad_scale, double* row_loss, double* partial,
+                                 LossResult* result, cudaStream_t stream);
+
+// y[i] = uniform01(seed, i) < p ? 0 : x[i] * keep_scale, the CPU backend's mask bit for bit.
+cudaError_t launch_dropout(const float* x, int64_t n, float p, float keep_scale, uint64_t seed, float* y,
+                           cudaStream_t stream);
+
+// *out = sum of x[i]^2 in double, in a fixed order (deterministic). partial: kReduceBlocks doubles.
+cudaError_t launch_sum_squares(const float* x, int64_t n, double* partial, double* out, cudaStream_t stream);
+
+// The updates of optimizer.h with the CPU backend's operation order (no contraction into FMA), so that
+// both backends give the same floats.
+cudaError_t launch_sgd_update(float* p, const float* g, float* velocity, int64_t n, float lr, float momentum,
+                              float weight_decay, cudaStream_t stream);
+cudaError_t launch_adam_update(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
+                               float beta2, float eps, float weight_decay, bool decoupled, float step_size,
+                               float inv_sqrt_bc2, cudaStream_t stream);
+
+}  // namespace rnn_dist::cuda

@@ -1,0 +1,126 @@
+// NcclCommunicator: the Communicator of device memory (see device_communicator.h). The NCCL id travels
+// over the bootstrap (MPI) communicator; collectives are enqueued on the backend's stream, so they are
+// ordered after the kernels that produced their data, and waited for by polling with a deadline (the
+// watchdog), so that a lost peer ends this rank with a message instead of a hang.
+#include <chrono>
+#include <thread>
+
+#include "cuda_backend.h"
+#include "cuda_check.h"
+#include "rnn_dist/device_communicator.h"
+#include "rnn_dist/error.h"
+
+namespace rnn_dist {
+namespace {
+
+class NcclCommunicator final : public Communicator {
+ public:
+  NcclCommunicator(Communicator& bootstrap, const cuda::Context& ctx, double timeout_seconds)
+      : bootstrap_(bootstrap), ctx_(ctx), timeout_(timeout_seconds) {
+    ncclUniqueId id{};
+    if (bootstrap.rank() == 0) NCCL_CHECK(ncclGetUniqueId(&id));
+    bootstrap.broadcast(&id, sizeof(id), 0);
+    CUDA_CHECK(cudaSetDevice(ctx.device));
+    NCCL_CHECK(ncclCommInitRank(&comm_, bootstrap.size(), id, bootstrap.rank()));
+    CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+  }
+  ~NcclCommunicator() override {
+    if (done_) CUDA_WARN(cudaEventDestroy(done_));
+    if (comm_) NCCL_WARN(ncclCommDestroy(comm_));
+  }
+  NcclCommunicator(const NcclCommunicator&) = delete;
+  NcclCommunicator& operator=(const NcclCommunicator&) = delete;
+
+  int rank() const override { return bootstrap_.rank(); }
+  int size() const override { return bootstrap_.size(); }
+
+  void allreduce_sum(float* data, int64_t n) override { allreduce(data, n, ncclFloat, ncclSum, "all-reduce"); }
+  void allreduce_sum(double* data, int64_t n) override { allreduce(data, n, ncclDouble, ncclSum, "all-reduce"); }
+  void allreduce_max(int64_t* data, int64_t n) override { allreduce(data, n, ncclInt64, ncclMax, "all-reduce (max)"); }
+
+  // In place: NCCL's in-place forms are recvbuff = sendbuff + rank * chunk (reduce-scatter) and
+  // sendbuff = recvbuff + rank * chunk (all-gather).
+  void reduce_scatter_sum(float* data, int64_t chunk) override {
+    if (size() == 1 || chunk == 0) return;
+    NCCL_CHECK(ncclReduceScatter(data, data + rank() * chunk, static_cast<size_t>(chunk), ncclFloat, ncclSum,
+                                 live(), ctx_.stream));
+    wait("reduce-scatter");
+  }
+  void allgather(float* data, int64_t chunk) override {
+    if (size() == 1 || chunk == 0) return;
+    NCCL_CHECK(ncclAllGather(data + rank() * chunk, data, static_cast<size_t>(chunk), ncclFloat, live(), ctx_.stream));
+    wait("all-gather");
+  }
+  void broadcast(void* data, size_t bytes, int root) override {
+    if (size() == 1 || bytes == 0) return;
+    NCCL_CHECK(ncclBroadcast(data, data, bytes, ncclUint8, root, live(), ctx_.stream));
+    wait("broadcast");
+  }
+  void barrier() override { bootstrap_.barrier(); }
+  std::vector<std::string> allgather_strings(const std::string& mine) override {
+    return bootstrap_.allgather_strings(mine);
+  }
+
+ private:
+  void allreduce(void* data, int64_t n, ncclDataType_t type, ncclRedOp_t op, const char* what) {
+    if (size() == 1 || n == 0) return;  // the sum over one rank is the data itself
+    NCCL_CHECK(ncclAllReduce(data, data, static_cast<size_t>(n), type, op, live(), ctx_.stream));
+    wait(what);
+  }
+
+  ncclComm_t live() const {
+    if (!comm_) throw Error(cat("NCCL communicator used after it was aborted (", cuda::where(), ")"));
+    return comm_;
+  }
+
+  // Polls for completion: NCCL's asynchronous errors and the deadline are checked while waiting.
+  void wait(const char* what) {
+    CUDA_CHECK(cudaEventRecord(done_, ctx_.stream));
+    const auto start = std::chrono::steady_clock::now();
+    for (int polls = 0;; ++polls) {
+      const cudaError_t e = cudaEventQuery(done_);
+      if (e == cudaSuccess) return;
+      if (e != cudaErrorNotReady) CUDA_CHECK(e);
+      ncclResult_t async = ncclSuccess;
+      NCCL_CHECK(ncclCommGetAsyncError(comm_, &async));
+      if (async != ncclSuccess && async != ncclInProgress) {
+        abort_comm();
+        throw Error(cat("NCCL ", what, " failed: ", ncclGetErrorString(async), " (", cuda::where(), ")"));
+      }
+      const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (waited > timeout_) {
+        abort_comm();
+        throw Error(cat("NCCL ", what, " did not complete within ", timeout_, " s (", cuda::where(),
+                        "); the communicator was aborted: a peer rank has probably died or hangs"));
+      }
+      // Spin briefly (most collectives take microseconds), then stop burning the core.
+      if (polls < 1000)
+        std::this_thread::yield();
+      else
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+
+  void abort_comm() noexcept {
+    if (comm_) NCCL_WARN(ncclCommAbort(comm_));
+    comm_ = nullptr;
+  }
+
+  Communicator& bootstrap_;
+  cuda::Context ctx_;
+  double timeout_;
+  ncclComm_t comm_ = nullptr;
+  cudaEvent_t done_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap, Backend& backend,
+                                                     double timeout_seconds) {
+  const cuda::Context* ctx = cuda::context_of(backend);
+  if (!ctx)
+    throw Error(cat("NCCL communicator: the backend is on ", backend.device().str(), ", not a CUDA device"));
+  return std::make_unique<NcclCommunicator>(bootstrap, *ctx, timeout_seconds);
+}
+
+}  // namespace rnn_dist

@@ -1,0 +1,412 @@
+// GPU backend against the CPU backend (the oracle), through the Backend interface only, so this file builds
+// in every configuration. Without a usable GPU every test is skipped visibly with the reason. With one:
+// each kernel on random inputs (embedding, linear, cross-entropy loss and gradient, dropout masks bit for
+// bit, sum of squares, SGD/Adam/AdamW updates), the cuDNN LSTM against the CPU LSTM on a packed batch of
+// unequal lengths with two layers and initial/final states (weights copied by PyTorch name, which tests
+// the weight mapping), the whole model's loss and gradients, a few SGD steps, refusal of a local rank
+// without a GPU, and the single-rank NCCL communicator. fp32 without TF32: relative tolerance ~1e-4.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "rnn_dist/backend.h"
+#include "rnn_dist/communicator.h"
+#include "rnn_dist/error.h"
+#include "rnn_dist/model.h"
+#include "rnn_dist/optimizer.h"
+#if defined(RNN_DIST_HAVE_CUDA)
+#include "rnn_dist/device_communicator.h"
+#endif
+
+namespace rnn_dist {
+namespace {
+
+constexpr double kRtol = 1e-4;
+
+// A host vector mirrored in a Buffer of one backend.
+template <class T>
+class DeviceVector {
+ public:
+  DeviceVector(Backend& backend, const std::vector<T>& host)
+      : backend_(&backend), n_(host.size()), buf_(backend, std::max<size_t>(1, host.size()) * sizeof(T)) {
+    if (n_) backend.upload(buf_.data(), host.data(), n_ * sizeof(T));
+  }
+  T* get() const { return static_cast<T*>(buf_.data()); }
+  std::vector<T> host() const {
+    std::vector<T> h(n_);
+    if (n_) backend_->download(h.data(), buf_.data(), n_ * sizeof(T));
+    return h;
+  }
+
+ private:
+  Backend* backend_;
+  size_t n_;
+  Buffer buf_;
+};
+
+std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-scale, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+std::vector<int32_t> random_ids(size_t n, int32_t below, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> u(0, below - 1);
+  std::vector<int32_t> v(n);
+  for (int32_t& x : v) x = u(rng);
+  return v;
+}
+
+// |got - want| <= rtol * (|want| + max|want|) elementwise: relative, with an absolute floor at the scale of
+// the data (sums in another order differ by about rounding times the magnitude of their terms).
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, const std::string& what,
+                  double rtol = kRtol) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double scale = 0;
+  for (float w : want) scale = std::max(scale, std::fabs(double{w}));
+  size_t bad = 0, first = 0;
+  double worst = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double err = std::fabs(double{got[i]} - want[i]), tol = rtol * (std::fabs(double{want[i]}) + scale);
+    if (!(err <= tol)) {
+      if (bad++ == 0) first = i;
+    }
+    worst = std::max(worst, err / std::max(scale, 1e-30));
+  }
+  EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << want.size() << " elements differ; first at " << first
+                     << ": got " << got[first] << ", want " << want[first] << " (max error / scale " << worst << ")";
+}
+
+class CudaBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda_device_count() == 0)
+      GTEST_SKIP() << "no GPU: cuda_device_count() is 0 (GPU runtime: " << gpu_runtime_versions() << ")";
+    gpu_ = make_backend(DeviceType::cuda, 0, 1);
+    cpu_ = make_backend(DeviceType::cpu, 0, 2);
+  }
+  std::unique_ptr<Backend> cpu_, gpu_;
+};
+
+TEST_F(CudaBackendTest, PlacementAndMemory) {
+  EXPECT_EQ(gpu_->device(), (Device{DeviceType::cuda, 0}));
+  EXPECT_NE(gpu_->device_name().find("cuda:0"), std::string::npos) << gpu_->device_name();
+  const std::vector<float> host = random_floats(1000, 1);
+  DeviceVector<float> a(*gpu_, host), b(*gpu_, std::vector<float>(1000, 0.0f));
+  gpu_->copy(b.get(), a.get(), 1000 * sizeof(float));
+  EXPECT_EQ(b.host(), host);
+  gpu_->zero(b.get() + 10, 20);
+  std::vector<float> want = host;
+  std::fill(want.begin() + 10, want.begin() + 30, 0.0f);
+  EXPECT_EQ(b.host(), want);
+  Tensor t(*gpu_, {3, 4});
+  EXPECT_EQ(t.device(), gpu_->device());
+}
+
+TEST_F(CudaBackendTest, EmbeddingForwardAndBackward) {
+  const int V = 13, dim = 7;
+  const int64_t rows = 50;
+  const auto ids = random_ids(rows, V, 2);  // 50 ids over 13 entries: many repeats
+  const auto table = random_floats(V * dim, 3), dout = random_floats(rows * dim, 4), dtable0 = random_floats(V * dim, 5);
+  std::vector<float> out_cpu(rows * dim), dtable_cpu = dtable0;
+  cpu_->embedding_forward(ids.data(), rows, table.data(), dim, out_cpu.data());
+  cpu_->embedding_backward(ids.data(), rows, dout.data(), dim, dtable_cpu.data());
+
+  DeviceVector<int32_t> gids(*gpu_, ids);
+  DeviceVector<float> gtable(*gpu_, table), gout(*gpu_, std::vector<float>(rows * dim)), gdout(*gpu_, dout),
+      gdtable(*gpu_, dtable0);
+  gpu_->embedding_forward(gids.get(), rows, gtable.get(), dim, gout.get());
+  gpu_->embedding_backward(gids.get(), rows, gdout.get(), dim, gdtable.get());
+  EXPECT_EQ(gout.host(), out_cpu);
+  expect_close(gdtable.host(), dtable_cpu, "dtable", 1e-6);
+}
+
+TEST_F(CudaBackendTest, LinearForwardAndBackward) {
+  const int64_t rows = 37;
+  const int in = 19, out = 23;
+  const auto x = random_floats(rows * in, 6), w = random_floats(out * in, 7), b = random_floats(out, 8),
+             dy = random_floats(rows * out, 9), dw0 = random_floats(out * in, 10), db0 = random_floats(out, 11);
+  std::vector<float> y(rows * out), dx(rows * in), dw = dw0, db = db0;
+  cpu_->linear_forward(x.data(), rows, in, w.data(), b.data(), out, y.data());
+  cpu_->linear_backward(x.data(), rows, in, w.data(), out, dy.data(), dx.data(), dw.data(), db.data());
+
+  DeviceVector<float> gx(*gpu_, x), gw(*gpu_, w), gb(*gpu_, b), gy(*gpu_, std::vector<float>(rows * out)),
+      gdy(*gpu_, dy), gdx(*gpu_, std::vector<float>(rows * in, 7.0f)), gdw(*gpu_, dw0), gdb(*gpu_, db0);
+  gpu_->linear_forward(gx.get(), rows, in, gw.get(), gb.get(), out, gy.get());
+  gpu_->linear_backward(gx.get(), rows, in, gw.get(), out, gdy.get(), gdx.get(), gdw.get(), gdb.get());
+  expect_close(gy.host(), y, "y");
+  expect_close(gdx.host(), dx, "dx (overwritten)");
+  expect_close(gdw.host(), dw, "dw (accumulated)");
+  expect_close(gdb.host(), db, "db (accumulated)");
+}
+
+TEST_F(CudaBackendTest, CrossEntropyLossAndGradient) {
+  for (const int vocab : {57, 1000}) {
+    SCOPED_TRACE(vocab);
+    const int64_t rows = 29;
+    const auto logits = random_floats(rows * vocab, 12, 4.0f);
+    const auto targets = random_ids(rows, vocab, 13);
+    const float scale = 0.37f;
+    std::vector<float> d(rows * vocab);
+    const double loss = cpu_->cross_entropy(logits.data(), rows, vocab, targets.data(), d.data(), scale);
+
+    DeviceVector<float> gl(*gpu_, logits), gd(*gpu_, std::vector<float>(rows * vocab));
+    DeviceVector<int32_t> gt(*gpu_, targets);
+    EXPECT_NEAR(gpu_->cross_entropy(gl.get(), rows, vocab, gt.get(), nullptr, scale), loss, 1e-5 * loss);
+    EXPECT_NEAR(gpu_->cross_entropy(gl.get(), rows, vocab, gt.get(), gd.get(), scale), loss, 1e-5 * loss);
+    expect_close(gd.host(), d, "dlogits");
+    // In place, as the model calls it.
+    EXPECT_NEAR(gpu_->cross_entropy(gl.get(), rows, vocab, gt.get(), gl.get(), scale), loss, 1e-5 * loss);
+    expect_close(gl.host(), d, "dlogits in place");
+  }
+  const std::vector<float> logits = random_floats(3 * 5, 14);
+  DeviceVector<float> gl(*gpu_, logits);
+  DeviceVector<int32_t> bad(*gpu_, std::vector<int32_t>{1, 5, 2});
+  try {
+    gpu_->cross_entropy(gl.get(), 3, 5, bad.get(), nullptr, 1.0f);
+    ADD_FAILURE() << "no Error for a target outside the vocabulary";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("target 5 of row 1"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(CudaBackendTest, DropoutMaskIsTheCpuMask) {
+  const int64_t n = 100003;
+  const auto x = random_floats(n, 15);
+  for (const float p : {0.0f, 0.3f, 0.5f}) {
+    SCOPED_TRACE(p);
+    std::vector<float> y(n);
+    cpu_->dropout(x.data(), n, p, 987654321ull, y.data());
+    DeviceVector<float> gx(*gpu_, x), gy(*gpu_, std::vector<float>(n));
+    gpu_->dropout(gx.get(), n, p, 987654321ull, gy.get());
+    EXPECT_EQ(gy.host(), y);  // bit for bit
+    gpu_->dropout(gx.get(), n, p, 987654321ull, gx.get());  // in place, as the backward pass calls it
+    EXPECT_EQ(gx.host(), y);
+  }
+}
+
+TEST_F(CudaBackendTest, SumSquaresAndScale) {
+  const int64_t n = 300001;
+  const auto x = random_floats(n, 16);
+  DeviceVector<float> gx(*gpu_, x);
+  const double want = cpu_->sum_squares(x.data(), n);
+  EXPECT_NEAR(gpu_->sum_squares(gx.get(), n), want, 1e-9 * want);
+  EXPECT_EQ(gpu_->sum_squares(gx.get(), 0), 0.0);
+  std::vector<float> xs = x;
+  cpu_->scale(xs.data(), n, -0.25f);
+  gpu_->scale(gx.get(), n, -0.25f);
+  EXPECT_EQ(gx.host(), xs);
+}
+
+TEST_F(CudaBackendTest, OptimizerUpdatesMatchTheCpu) {
+  const int64_t n = 4099;
+  const auto p0 = random_floats(n, 17);
+  for (const std::string kind : {"sgd", "adam", "adamw"}) {
+    SCOPED_TRACE(kind);
+    std::vector<float> p = p0, a(n, 0.0f), b(n, 0.0f);
+    DeviceVector<float> gp(*gpu_, p0), ga(*gpu_, a), gb(*gpu_, b);
+    for (int step = 1; step <= 3; ++step) {
+      const auto g = random_floats(n, 100 + step);
+      DeviceVector<float> gg(*gpu_, g);
+      if (kind == "sgd") {
+        cpu_->sgd_update(p.data(), g.data(), a.data(), n, 0.1f, 0.9f, 0.01f);
+        gpu_->sgd_update(gp.get(), gg.get(), ga.get(), n, 0.1f, 0.9f, 0.01f);
+      } else {
+        const bool decoupled = kind == "adamw";
+        cpu_->adam_update(p.data(), g.data(), a.data(), b.data(), n, 1e-2f, 0.9f, 0.999f, 1e-8f, 0.05f, decoupled, step);
+        gpu_->adam_update(gp.get(), gg.get(), ga.get(), gb.get(), n, 1e-2f, 0.9f, 0.999f, 1e-8f, 0.05f, decoupled,
+                          step);
+      }
+    }
+    // The kernels repeat the CPU's operations in order without fused multiply-adds.
+    expect_close(gp.host(), p, "parameters", 1e-6);
+    expect_close(ga.host(), a, "first state", 1e-6);
+    if (kind != "sgd") expect_close(gb.host(), b, "second state", 1e-6);
+  }
+}
+
+// Values per PyTorch name, written into each implementation's own layout.
+std::vector<float> by_name(const Lstm& lstm, const std::map<std::string, std::vector<float>>& values) {
+  std::vector<float> w(lstm.weight_elems(), 0.0f);
+  for (const ParamSlice& s : lstm.canonical_params()) {
+    const auto& v = values.at(s.name);
+    EXPECT_EQ(static_cast<int64_t>(v.size()), numel_of(s.shape)) << s.name;
+    std::copy(v.begin(), v.end(), w.begin() + s.offset);
+  }
+  return w;
+}
+
+std::vector<float> slice_of(const std::vector<float>& w, const ParamSlice& s) {
+  return {w.begin() + s.offset, w.begin() + s.offset + numel_of(s.shape)};
+}
+
+TEST_F(CudaBackendTest, CudnnLstmMatchesCpuLstm) {
+  const LstmShape shape{5, 8, 2, 0.0f};
+  auto cl = cpu_->make_lstm(shape);
+  auto gl = gpu_->make_lstm(shape);
+  EXPECT_GE(gl->weight_elems(), cl->weight_elems());
+
+  // Same PyTorch names and shapes in both; random values per name.
+  const auto cparams = cl->canonical_params(), gparams = gl->canonical_params();
+  ASSERT_EQ(cparams.size(), gparams.size());
+  std::map<std::string, std::vector<float>> values;
+  for (size_t i = 0; i < cparams.size(); ++i) {
+    EXPECT_EQ(gparams[i].name, cparams[i].name);
+    EXPECT_EQ(gparams[i].shape, cparams[i].shape) << cparams[i].name;
+    values[cparams[i].name] = random_floats(numel_of(cparams[i].shape), 200 + static_cast<uint32_t>(i), 0.5f);
+  }
+  const std::vector<float> wc = by_name(*cl, values), wg = by_name(*gl, values);
+
+  const Packing packing = Packing::from_lengths(std::vector<int>{6, 4, 4, 2, 1});
+  const int64_t rows = packing.rows(), state = int64_t{shape.layers} * packing.batch() * shape.hidden;
+  const auto x = random_floats(rows * shape.input, 20), h0 = random_floats(state, 21), c0 = random_floats(state, 22),
+             dy = random_floats(rows * shape.hidden, 23), dhn = random_floats(state, 24),
+             dcn = random_floats(state, 25);
+
+  std::vector<float> y(rows * shape.hidden), hn(state), cn(state), dx(rows * shape.input), dh0(state), dc0(state),
+      dw(cl->weight_elems(), 0.0f);
+  cl->forward(wc.data(), packing, x.data(), h0.data(), c0.data(), y.data(), hn.data(), cn.data(), true, 0);
+  cl->backward(wc.data(), dy.data(), dhn.data(), dcn.data(), dx.data(), dh0.data(), dc0.data(), dw.data());
+
+  DeviceVector<float> gw(*gpu_, wg), gx(*gpu_, x), gh0(*gpu_, h0), gc0(*gpu_, c0), gy(*gpu_, y), ghn(*gpu_, hn),
+      gcn(*gpu_, cn), gdy(*gpu_, dy), gdhn(*gpu_, dhn), gdcn(*gpu_, dcn), gdx(*gpu_, dx), gdh0(*gpu_, dh0),
+      gdc0(*gpu_, dc0), gdw(*gpu_, std::vector<float>(gl->weight_elems(), 0.0f));
+  gl->forward(gw.get(), packing, gx.get(), gh0.get(), gc0.get(), gy.get(), ghn.get(), gcn.get(), true, 0);
+  gl->backward(gw.get(), gdy.get(), gdhn.get(), gdcn.get(), gdx.get(), gdh0.get(), gdc0.get(), gdw.get());
+  expect_close(gy.host(), y, "y");
+  expect_close(ghn.host(), hn, "hn");
+  expect_close(gcn.host(), cn, "cn");
+  expect_close(gdx.host(), dx, "dx");
+  expect_close(gdh0.host(), dh0, "dh0");
+  expect_close(gdc0.host(), dc0, "dc0");
+  const auto gdw_host = gdw.host();
+  for (size_t i = 0; i < cparams.size(); ++i)
+    expect_close(slice_of(gdw_host, gparams[i]), slice_of(dw, cparams[i]), "d" + cparams[i].name);
+
+  // Inference keeps nothing for backward and gives the same outputs; zero initial states by null.
+  std::vector<float> y0(rows * shape.hidden), hn0(state);
+  cl->forward(wc.data(), packing, x.data(), nullptr, nullptr, y0.data(), hn0.data(), nullptr, false, 0);
+  gl->forward(gw.get(), packing, gx.get(), nullptr, nullptr, gy.get(), ghn.get(), nullptr, false, 0);
+  expect_close(gy.host(), y0, "y (inference)");
+  expect_close(ghn.host(), hn0, "hn (inference)");
+}
+
+ModelConfig model_config() {
+  ModelConfig c;
+  c.vocab = 11;  // 11 x 6 embedding floats: the LSTM region starts unaligned, which the GPU LSTM must handle
+  c.embed = 6;
+  c.hidden = 8;
+  c.layers = 2;
+  return c;
+}
+
+Batch random_batch(const std::vector<int64_t>& lengths, int64_t vocab, uint32_t seed) {
+  int64_t total = 0;
+  for (int64_t l : lengths) total += l;
+  return make_batch(random_ids(total, static_cast<int32_t>(vocab), seed), lengths);
+}
+
+std::map<std::string, std::vector<float>> named(const Model& m, const std::vector<float>& flat) {
+  std::map<std::string, std::vector<float>> out;
+  for (const ParamSlice& s : m.param_slices()) out[s.name] = slice_of(flat, s);
+  return out;
+}
+
+std::vector<float> grads_of(Model& m) {
+  std::vector<float> g(m.num_params());
+  m.backend().download(g.data(), m.grads().data(), g.size() * sizeof(float));
+  return g;
+}
+
+TEST_F(CudaBackendTest, ModelLossAndGradientsMatchTheCpu) {
+  const ModelConfig config = model_config();
+  Model mc(*cpu_, config), mg(*gpu_, config);
+  mc.init(42);
+  mg.init(42);
+  // init draws by name in the same order, so both hold the same values.
+  const auto pc = named(mc, mc.download_params()), pg = named(mg, mg.download_params());
+  ASSERT_EQ(pc.size(), pg.size());
+  for (const auto& [name, v] : pc) EXPECT_EQ(pg.at(name), v) << name;
+
+  const Batch batch = random_batch({9, 7, 7, 4, 2}, config.vocab, 30);
+  const int64_t state = int64_t{config.layers} * batch.packing.batch() * config.hidden;
+  const auto h0 = random_floats(state, 31), c0 = random_floats(state, 32);
+  std::vector<float> hn_c(state), cn_c(state), hn_g(state), cn_g(state);
+  const float scale = 1.0f / static_cast<float>(batch.tokens());
+  const double lc = mc.forward_backward(batch, scale, 7, h0.data(), c0.data(), hn_c.data(), cn_c.data());
+  const double lg = mg.forward_backward(batch, scale, 7, h0.data(), c0.data(), hn_g.data(), cn_g.data());
+  EXPECT_NEAR(lg, lc, kRtol * std::fabs(lc));
+  expect_close(hn_g, hn_c, "hn");
+  expect_close(cn_g, cn_c, "cn");
+  const auto gc = named(mc, grads_of(mc)), gg = named(mg, grads_of(mg));
+  for (const auto& [name, v] : gc) expect_close(gg.at(name), v, "grad " + name);
+
+  EXPECT_NEAR(mg.evaluate(batch), mc.evaluate(batch), kRtol * std::fabs(lc));
+}
+
+TEST_F(CudaBackendTest, SgdStepsTrackTheCpu) {
+  const ModelConfig config = model_config();
+  Model mc(*cpu_, config), mg(*gpu_, config);
+  mc.init(3);
+  mg.init(3);
+  OptimizerConfig oc;
+  oc.kind = "sgd";
+  oc.momentum = 0.9f;
+  Optimizer oc_cpu(*cpu_, oc, mc.num_params()), oc_gpu(*gpu_, oc, mg.num_params());
+  for (int step = 0; step < 5; ++step) {
+    const Batch batch = random_batch({8, 6, 3}, config.vocab, 40 + step);
+    const float scale = 1.0f / static_cast<float>(batch.tokens());
+    for (Model* m : {&mc, &mg}) m->backend().zero(m->grads().data(), m->grads().numel());
+    const double lc = mc.forward_backward(batch, scale, step);
+    const double lg = mg.forward_backward(batch, scale, step);
+    EXPECT_NEAR(lg, lc, 1e-3 * std::fabs(lc)) << "step " << step;
+    oc_cpu.step(mc.params().data(), mc.grads().data(), 0.5f);
+    oc_gpu.step(mg.params().data(), mg.grads().data(), 0.5f);
+  }
+  const auto pc = named(mc, mc.download_params()), pg = named(mg, mg.download_params());
+  for (const auto& [name, v] : pc) expect_close(pg.at(name), v, "param " + name, 1e-3);
+}
+
+TEST_F(CudaBackendTest, LocalRankWithoutGpuIsRefused) {
+  const int visible = cuda_device_count();
+  try {
+    make_backend(DeviceType::cuda, visible, 1);
+    ADD_FAILURE() << "no InputError for local rank " << visible;
+  } catch (const InputError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("local rank " + std::to_string(visible)), std::string::npos) << msg;
+    EXPECT_NE(msg.find("CUDA_VISIBLE_DEVICES"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("host "), std::string::npos) << msg;
+  }
+}
+
+TEST_F(CudaBackendTest, NcclSingleRank) {
+#if defined(RNN_DIST_HAVE_CUDA)
+  auto bootstrap = make_single_process_communicator();
+  auto nccl = make_nccl_communicator(*bootstrap, *gpu_);
+  EXPECT_EQ(nccl->rank(), 0);
+  EXPECT_EQ(nccl->size(), 1);
+  const auto host = random_floats(1000, 50);
+  DeviceVector<float> data(*gpu_, host);
+  nccl->allreduce_sum(data.get(), 1000);
+  nccl->reduce_scatter_sum(data.get(), 1000);
+  nccl->allgather(data.get(), 1000);
+  EXPECT_EQ(data.host(), host);
+  EXPECT_THROW(make_nccl_communicator(*bootstrap, *cpu_), Error);
+#else
+  GTEST_SKIP() << "no GPU path in this build";
+#endif
+}
+
+}  // namespace
+}  // namespace rnn_dist
