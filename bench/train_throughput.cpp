@@ -1,113 +1,271 @@
-// Training throughput of the CPU backend: tokens/s and achieved GFLOP/s (GEMMs of forward and backward)
-// next to this machine's sgemm GFLOP/s measured at the start of the same run, plus the time split and
-// peak RSS. Checks that the loss on the first batch fell and is finite.
-//   train_throughput FILE.h5 S|L [steps] [threads]
-// S: E=64, H=256, L=2, batch 32; L: E=256, H=1024, L=2, batch 64 (records cut at 400 characters by rnn_prep).
+// Training and evaluation throughput of the CPU backend, alone or under mpirun (each rank trains its
+// token-balanced slice of every global batch and the gradients are summed with rnn_dist's all-reduce, as
+// `rnn_dist train` does). Prints tokens/s, achieved GFLOP/s (GEMMs of forward and backward) next to this
+// machine's sgemm GFLOP/s measured at the start of the same run, their ratio, the time split (data wait,
+// forward, backward, all-reduce, optimizer), evaluation tokens/s and its ratio to training, and peak RSS next
+// to the memory the run needs; checks that the loss on the first batch is finite and fell.
+//   [mpirun -np N] train_throughput FILE.h5 S|L [--steps N] [--threads T] [--eval-batch B] [--record FILE]
+// S: E=64, H=256, L=2; L: E=256, H=1024, L=2; global batch 32 and 64 sequences (split over the ranks).
+// --record appends one line of the results to FILE (for bench/cpu_throughput.sh and its chart).
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <fstream>
+#include <future>
 #include <iomanip>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include "rnn_dist/backend.h"
 #include "rnn_dist/batch_plan.h"
+#include "rnn_dist/communicator.h"
 #include "rnn_dist/dataset.h"
 #include "rnn_dist/error.h"
 #include "rnn_dist/model.h"
 #include "rnn_dist/optimizer.h"
 
+extern "C" void openblas_set_num_threads(int);
+
 using namespace rnn_dist;
 using Clock = std::chrono::steady_clock;
 
-static double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+namespace {
 
-// sgemm rate on square matrices of the size the recurrent and output GEMMs reach.
-static double sgemm_gflops(int n) {
+double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+// OpenBLAS's own (multi-threaded) sgemm on square matrices (A·Bᵀ): this rank's share of the ceiling. The
+// best of five 0.4 s windows, since the machine's rate is what a window free of other work reaches.
+double sgemm_gflops(int n, int threads) {
+  openblas_set_num_threads(threads);
   std::vector<float> a(size_t(n) * n, 0.5f), b(size_t(n) * n, 0.25f), c(size_t(n) * n, 0.0f);
   cpu::gemm<float>(false, true, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);  // warm-up
-  int reps = 0;
-  auto t0 = Clock::now();
-  while (seconds(t0, Clock::now()) < 2.0) {
-    cpu::gemm<float>(false, true, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
-    ++reps;
+  double best = 0;
+  for (int window = 0; window < 5; ++window) {
+    int reps = 0;
+    auto t0 = Clock::now();
+    while (seconds(t0, Clock::now()) < 0.4) {
+      cpu::gemm<float>(false, true, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+      ++reps;
+    }
+    best = std::max(best, 2.0 * n * n * double(n) * reps / seconds(t0, Clock::now()) / 1e9);
   }
   if (std::abs(c[0] - 0.125f * n) > 1e-3f * n) throw Error("sgemm check failed");
-  return 2.0 * n * n * double(n) * reps / seconds(t0, Clock::now()) / 1e9;
+  return best;
 }
 
+double rss_mib() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss / 1024.0;
+}
+
+Batch load(const SequenceFile& file, const SliceRange& s) {
+  std::vector<int32_t> ids;
+  file.read_tokens(s.begin, s.end, ids);
+  std::vector<int64_t> lengths;
+  for (int64_t i = s.begin; i < s.end; ++i) lengths.push_back(file.length(i));
+  return make_batch(ids, lengths);
+}
+
+struct Options {
+  std::string file, config, record;
+  int steps = 10, threads = 2;
+  int64_t eval_batch = 256;
+};
+
+Options parse(int argc, char** argv) {
+  if (argc < 3) throw InputError("usage: train_throughput FILE.h5 S|L [--steps N] [--threads T] [--eval-batch B] [--record FILE]");
+  Options o;
+  o.file = argv[1];
+  o.config = argv[2];
+  for (int i = 3; i < argc; i += 2) {
+    const std::string key = argv[i];
+    if (i + 1 >= argc) throw InputError(cat(key, ": missing value"));
+    const std::string value = argv[i + 1];
+    if (key == "--steps")
+      o.steps = std::stoi(value);
+    else if (key == "--threads")
+      o.threads = std::stoi(value);
+    else if (key == "--eval-batch")
+      o.eval_batch = std::stoll(value);
+    else if (key == "--record")
+      o.record = value;
+    else
+      throw InputError(cat("unknown option ", key));
+  }
+  if (o.config != "S" && o.config != "L") throw InputError("config must be S or L");
+  if (o.steps < 1 || o.threads < 1 || o.eval_batch < 1) throw InputError("--steps, --threads and --eval-batch must be >= 1");
+  return o;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) try {
-  if (argc < 3) {
-    std::cerr << "usage: train_throughput FILE.h5 S|L [steps] [threads]\n";
-    return 2;
-  }
-  const std::string config = argv[2];
-  const int steps = argc > 3 ? std::stoi(argv[3]) : 10;
-  const int threads = argc > 4 ? std::stoi(argv[4]) : 2;
+  MpiEnvironment mpi(&argc, &argv);
+  Topology topo = make_mpi_topology(0);
+  const int world = topo.world_size(), rank = topo.world_rank();
+  const bool lead = rank == 0;
+  const Options o = parse(argc, argv);
   ModelConfig mc;
+  int64_t global_batch = 0;
+  if (o.config == "S")
+    mc.embed = 64, mc.hidden = 256, mc.layers = 2, global_batch = 32;
+  else
+    mc.embed = 256, mc.hidden = 1024, mc.layers = 2, global_batch = 64;
+  if (global_batch % world != 0) throw InputError(cat("the global batch of ", global_batch, " does not split over ", world, " ranks"));
   BatchingConfig bc;
-  if (config == "S") {
-    mc.embed = 64, mc.hidden = 256, mc.layers = 2, bc.batch_size = 32;
-  } else if (config == "L") {
-    mc.embed = 256, mc.hidden = 1024, mc.layers = 2, bc.batch_size = 64;
-  } else {
-    throw InputError("config must be S or L");
-  }
-  SequenceFile file = SequenceFile::open(argv[1]);
+  bc.batch_size = global_batch / world;
+
+  // The ceiling first: every rank runs OpenBLAS's sgemm with its own threads at the same time, so that all
+  // the cores the run uses are busy (an idle rank would spin in MPI and disturb a lone measurement), and
+  // the rates are summed.
+  topo.world->barrier();
+  double peak = sgemm_gflops(1024, o.threads);
+  topo.world->allreduce_sum(&peak, 1);
+  const double baseline_mib = rss_mib();
+
+  SequenceFile file = SequenceFile::open(o.file);
   mc.vocab = file.vocab_size();
-  auto backend = make_backend(DeviceType::cpu, 0, threads);
-  const double peak = sgemm_gflops(1024);
+  auto backend = make_backend(DeviceType::cpu, 0, o.threads);
   Model model(*backend, mc);
   model.init(1);
   Optimizer opt(*backend, OptimizerConfig{"adam", 2e-3f}, model.num_params());
-  BatchCut cut = cut_global_batches(file.offsets(), bc, 1);
-  auto load = [&](const SliceRange& s) {
-    std::vector<int32_t> ids;
-    file.read_tokens(s.begin, s.end, ids);
-    std::vector<int64_t> lengths;
-    for (int64_t i = s.begin; i < s.end; ++i) lengths.push_back(file.length(i));
-    return make_batch(ids, lengths);
-  };
-  // Batches taken evenly across the length-sorted file, so long and short ones both count.
-  std::vector<Batch> batches;
-  for (int k = 0; k < steps; ++k) batches.push_back(load(cut.batches[k * cut.batches.size() / steps].slices[0]));
-  const double loss0 = model.evaluate(batches[0]) / double(batches[0].tokens());
+  const BatchCut cut = cut_global_batches(file.offsets(), bc, world);
+  if (cut.batches.size() < size_t(o.steps) + 1) throw InputError(cat(o.file, ": too few batches for ", o.steps, " steps"));
+  // Global batches taken evenly across the length-sorted file, so long and short ones both count; the
+  // longest (first) one also serves as the untimed warm-up that sizes every workspace.
+  auto slice_of = [&](int k) { return cut.batches[size_t(k) * cut.batches.size() / size_t(o.steps)].slices[rank]; };
+  auto global_tokens = [&](int k) { return cut.batches[size_t(k) * cut.batches.size() / size_t(o.steps)].tokens; };
 
-  const int64_t V = mc.vocab, E = mc.embed, H = mc.hidden;
-  double flops = 0, t_data = 0, t_fb = 0, t_opt = 0, tokens = 0;
-  for (const Batch& b : batches) {
+  const int64_t n = model.num_params();
+  std::vector<float> scratch;
+  auto train_step = [&](const Batch& b, double global, double& t_fwd, double& t_bwd, double& t_red, double& t_opt) {
     auto t0 = Clock::now();
-    backend->zero(model.grads().data(), model.num_params());
+    backend->zero(model.grads().data(), n);
+    model.forward_backward(b, float(1.0 / global), 0);
     auto t1 = Clock::now();
-    model.forward_backward(b, 1.0f / float(b.tokens()), 0);
+    allreduce_sum(topo, AllreduceAlgo::flat, model.grads().data(), n + Model::kReduceSlots, scratch);
     auto t2 = Clock::now();
     opt.step(model.params().data(), model.grads().data(), 2e-3f);
     auto t3 = Clock::now();
-    t_data += seconds(t0, t1), t_fb += seconds(t1, t2), t_opt += seconds(t2, t3);
-    const double rows = double(b.tokens());
-    double fwd = 2 * rows * V * H;                                         // output projection
-    for (int l = 0; l < mc.layers; ++l) fwd += 2 * rows * 4 * H * ((l ? H : E) + H);  // input + recurrent
-    flops += 3 * fwd;  // backward = gradients w.r.t. inputs and weights: twice the forward GEMMs
-    tokens += rows;
+    // Zeroing the gradients belongs with the update.
+    t_fwd += model.last_timing().forward, t_bwd += model.last_timing().backward;
+    t_opt += seconds(t0, t1) - model.last_timing().forward - model.last_timing().backward + seconds(t2, t3);
+    t_red += seconds(t1, t2);
+  };
+  // Mean loss per token of global batch 0 (every rank's slice, all-reduced).
+  const Batch first = load(file, slice_of(0));
+  auto loss_of_first = [&] {
+    double acc[2] = {model.evaluate(first), double(first.tokens())};
+    topo.world->allreduce_sum(acc, 2);
+    return acc[0] / acc[1];
+  };
+  const double loss0 = loss_of_first();
+  {
+    double f = 0, b = 0, r = 0, u = 0;
+    train_step(first, double(global_tokens(0)), f, b, r, u);
   }
-  const double loss1 = model.evaluate(batches[0]) / double(batches[0].tokens());
-  const double total = t_data + t_fb + t_opt, gflops = flops / total / 1e9;
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  std::cout << std::fixed << std::setprecision(1) << "config " << config << " (E=" << E << " H=" << H
-            << " L=" << mc.layers << " batch " << bc.batch_size << ", V=" << V << "), " << steps << " steps, "
-            << threads << " threads\n"
-            << "  tokens/s        " << tokens / total << "\n"
-            << "  achieved        " << gflops << " GFLOP/s\n"
-            << "  sgemm (n=1024)  " << peak << " GFLOP/s\n"
-            << "  ratio           " << std::setprecision(3) << gflops / peak << "\n"
-            << "  time split      zero-grad " << t_data / total * 100 << "%, forward+backward " << t_fb / total * 100
-            << "%, optimizer " << t_opt / total * 100 << "%\n"
-            << "  peak RSS        " << std::setprecision(1) << ru.ru_maxrss / 1024.0 << " MiB\n"
-            << "  loss on batch 0 " << std::setprecision(4) << loss0 << " -> " << loss1 << "\n";
+
+  // Timed steps, the next slice read on a background thread as the trainer does.
+  const int64_t V = mc.vocab, E = mc.embed, H = mc.hidden;
+  double fwd_flops_per_token = 2.0 * V * H;  // output projection
+  for (int l = 0; l < mc.layers; ++l) fwd_flops_per_token += 2.0 * 4 * H * ((l ? H : E) + H);  // input + recurrent
+  double t_wait = 0, t_fwd = 0, t_bwd = 0, t_red = 0, t_opt = 0, tokens = 0;
+  int64_t max_rows = first.tokens(), max_batch = first.packing.batch();
+  topo.world->barrier();
+  const auto start = Clock::now();
+  std::future<Batch> next = std::async(std::launch::async, load, std::cref(file), slice_of(0));
+  for (int k = 0; k < o.steps; ++k) {
+    auto w0 = Clock::now();
+    const Batch b = next.get();
+    t_wait += seconds(w0, Clock::now());
+    if (k + 1 < o.steps) next = std::async(std::launch::async, load, std::cref(file), slice_of(k + 1));
+    max_rows = std::max(max_rows, b.tokens());
+    max_batch = std::max<int64_t>(max_batch, b.packing.batch());
+    train_step(b, double(global_tokens(k)), t_fwd, t_bwd, t_red, t_opt);
+    tokens += double(global_tokens(k));
+  }
+  topo.world->barrier();
+  const double wall = seconds(start, Clock::now());
+  const double loss1 = loss_of_first();
+  const double train_rss = rss_mib();  // before evaluation's larger batches
+
+  // Evaluation: forward only, over twice as many sequences as the timed steps, in batches of
+  // --eval-batch sequences (what `rnn_dist eval --batch-size` sets), batch k on rank k % world.
+  BatchingConfig ec;
+  ec.batch_size = o.eval_batch;
+  std::vector<SliceRange> eval = eval_slices(file.offsets(), ec, world, rank);
+  const int64_t eval_sequences = 2 * int64_t(o.steps) * global_batch;
+  const size_t eval_batches = std::max<size_t>(3, size_t((eval_sequences + o.eval_batch - 1) / o.eval_batch / world));
+  std::vector<SliceRange> eval_pick;
+  for (size_t k = 0; k < eval_batches && !eval.empty(); ++k) eval_pick.push_back(eval[k * eval.size() / eval_batches]);
+  std::vector<Batch> eval_data;
+  for (const SliceRange& s : eval_pick) eval_data.push_back(load(file, s));
+  model.evaluate(eval_data[0]);  // sizes the inference workspaces
+  double eval_acc[2] = {0, 0};
+  topo.world->barrier();
+  const auto e0 = Clock::now();
+  for (const Batch& b : eval_data) eval_acc[0] += model.evaluate(b), eval_acc[1] += double(b.tokens());
+  topo.world->barrier();
+  const double eval_wall = seconds(e0, Clock::now());
+  topo.world->allreduce_sum(eval_acc, 2);
+
+  // Memory this rank needs: activations kept for backward (embeddings; per layer the cache of gates, cell
+  // and h_{t-1} plus the layer output), parameters with their gradients, Adam's two moments, and two batches
+  // of host data (the one in use and the one read ahead); the backward pass's own temporaries (dy, dx, the
+  // gradient between layers, the logits chunk) are shown apart.
+  const double R = double(max_rows), MiB = 1024.0 * 1024.0;
+  const double act = R * (E + mc.layers * (6.0 * H + H)) * 4 / MiB;
+  const double temps = (R * (2.0 * H + E) + std::min(R, std::max(256.0, double(1 << 22) / double(V))) * V +
+                        2.0 * max_batch * H) * 4 / MiB;
+  const double params = 2.0 * n * 4 / MiB, adam = 2.0 * n * 4 / MiB;
+  const double readahead = 2 * 3 * R * 4 / MiB;
+  const double expected = act + params + adam + readahead;
+  double rss[2] = {train_rss, expected + temps + baseline_mib};
+  topo.world->allreduce_sum(rss, 2);  // only for the aggregate line under mpirun
+
+  const double gflops = tokens * 3 * fwd_flops_per_token / wall / 1e9;  // backward = twice the forward GEMMs
+  const double tps = tokens / wall, eval_tps = eval_acc[1] / eval_wall;
+  const double split = t_wait + t_fwd + t_bwd + t_red + t_opt;
+  if (lead) {
+    std::cout << std::fixed << std::setprecision(1) << "config " << o.config << " (E=" << E << " H=" << H
+              << " L=" << mc.layers << ", global batch " << global_batch << ", V=" << V << "), " << world
+              << " rank(s) x " << o.threads << " thread(s), " << o.steps << " timed steps of " << tokens / o.steps
+              << " tokens on average\n"
+              << "  train tokens/s   " << tps << "\n"
+              << "  achieved         " << gflops << " GFLOP/s\n"
+              << "  sgemm (n=1024)   " << peak << " GFLOP/s (OpenBLAS, " << world << " x " << o.threads << " threads, best of 5 windows)\n"
+              << "  ratio            " << std::setprecision(3) << gflops / peak << "\n"
+              << std::setprecision(1) << "  time split       data wait " << t_wait / split * 100 << "%, forward "
+              << t_fwd / split * 100 << "%, backward " << t_bwd / split * 100 << "%, all-reduce "
+              << t_red / split * 100 << "%, optimizer " << t_opt / split * 100 << "% (rank 0)\n"
+              << "  eval tokens/s    " << eval_tps << " (batch " << o.eval_batch << ", " << eval_acc[1]
+              << " tokens) = " << std::setprecision(2) << eval_tps / tps << " x training\n"
+              << std::setprecision(1) << "  peak RSS         " << train_rss << " MiB (rank 0, training) = "
+              << baseline_mib << " before the model (libraries, MPI, OpenBLAS buffers) + " << train_rss - baseline_mib
+              << " for training; " << rss_mib() << " after evaluation\n"
+              << "  needed           " << expected << " MiB = activations kept for backward " << act
+              << " + parameters and gradients " << params << " + Adam " << adam << " + read-ahead " << readahead
+              << " (backward temporaries " << temps << " more)\n"
+              << "  RSS / needed     " << std::setprecision(2) << (train_rss - baseline_mib) / expected
+              << " (training growth), " << train_rss / expected << " (whole process)\n"
+              << "  loss on batch 0  " << std::setprecision(4) << loss0 << " -> " << loss1 << " (" << o.steps + 1
+              << " steps)\n";
+    if (world > 1)
+      std::cout << std::setprecision(1) << "  all ranks        peak RSS " << rss[0] << " MiB, expected with temporaries and baseline " << rss[1] << " MiB\n";
+    if (!o.record.empty()) {
+      std::ofstream rec(o.record, std::ios::app);
+      if (!rec) throw InputError(cat("--record ", o.record, ": cannot open for writing"));
+      rec << std::setprecision(4) << o.config << " " << world << " " << o.threads << " " << tps << " " << gflops
+          << " " << peak << " " << gflops / peak << " " << eval_tps << " " << train_rss << " " << baseline_mib << " " << expected << " "
+          << loss0 << " " << loss1 << "\n";
+    }
+  }
   if (!std::isfinite(loss1) || !(loss1 < loss0)) {
-    std::cerr << "FAILED: the loss did not fall\n";
+    if (lead) std::cerr << "FAILED: the loss did not fall\n";
     return 1;
   }
   return 0;

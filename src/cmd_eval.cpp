@@ -55,7 +55,8 @@ int cmd_eval(const Args& args) {
   desc.add_options()("help,h", "print this help and exit")
       ("checkpoint", po::value(&checkpoint)->required(), "checkpoint file (step-NNNNNNNN.h5)")
       ("data", po::value(&data_path)->required(), "sequence file to evaluate (every sequence)")
-      ("batch-size", po::value(&batching.batch_size)->default_value(64), "sequences per batch")
+      ("batch-size", po::value(&batching.batch_size)->default_value(256),
+       "sequences per batch (large batches keep the per-step GEMMs efficient; memory grows with it)")
       ("threads", po::value(&threads)->default_value(1), "CPU threads")
       ("json", po::bool_switch(&json), "print one JSON object as the last line");
   if (!parse(args, desc, "usage: rnn_dist eval --checkpoint FILE --data FILE.h5 [--json]")) return 0;

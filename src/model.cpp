@@ -2,6 +2,7 @@
 #include "rnn_dist/model.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "rnn_dist/error.h"
@@ -17,6 +18,9 @@ void ensure(Buffer& b, Backend& backend, size_t bytes) {
   b = Buffer();
   b = Buffer(backend, grown);
 }
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // Rows of the output layer processed at once: bounds the logits buffer to ~16 MB whatever the vocabulary.
 int64_t logits_chunk_rows(int64_t vocab) { return std::max<int64_t>(256, (int64_t{1} << 22) / std::max<int64_t>(vocab, 1)); }
@@ -121,6 +125,7 @@ double Model::run(const Batch& batch, bool train, float grad_scale, uint64_t dro
   const float p = train ? config_.dropout : 0.0f;
   const uint64_t seed_emb = mix_seed(dropout_seed, 1), seed_lstm = mix_seed(dropout_seed, 2),
                  seed_out = mix_seed(dropout_seed, 3);
+  const auto start = Clock::now();
 
   ensure(ids_, backend_, rows * sizeof(int32_t));
   ensure(targets_, backend_, rows * sizeof(int32_t));
@@ -156,7 +161,7 @@ double Model::run(const Batch& batch, bool train, float grad_scale, uint64_t dro
   }
   if (train) dy_.resize({rows, H});
 
-  double loss = 0;
+  double loss = 0, backward = 0;
   const int64_t chunk = logits_chunk_rows(V);
   for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
     const int64_t n = std::min(chunk, rows - r0);
@@ -165,19 +170,26 @@ double Model::run(const Batch& batch, bool train, float grad_scale, uint64_t dro
                             static_cast<int>(V), logits_.data());
     loss += backend_.cross_entropy(logits_.data(), n, static_cast<int>(V), targets + r0,
                                    train ? logits_.data() : nullptr, grad_scale);
-    if (train)
+    if (train) {
+      const auto b0 = Clock::now();
       backend_.linear_backward(y + r0 * H, n, config_.hidden, param(out_w_offset_), static_cast<int>(V),
                                logits_.data(), dy_.data() + r0 * H, grad(out_w_offset_), grad(out_b_offset_));
+      backward += seconds_since(b0);
+    }
   }
+  timing_.forward = seconds_since(start) - backward;
 
   if (train) {
+    const auto b0 = Clock::now();
     if (p > 0) backend_.dropout(dy_.data(), rows * H, p, seed_out, dy_.data());
     dx_.resize({rows, E});
     lstm_->backward(param(lstm_offset_), dy_.data(), nullptr, nullptr, dx_.data(), nullptr, nullptr,
                     grad(lstm_offset_));
     if (p > 0) backend_.dropout(dx_.data(), rows * E, p, seed_emb, dx_.data());
     backend_.embedding_backward(ids, rows, dx_.data(), config_.embed, grad(emb_offset_));
+    backward += seconds_since(b0);
   }
+  timing_.backward = backward;
   if (hn) backend_.download(hn, hnd, state * sizeof(float));
   if (cn) backend_.download(cn, cnd, state * sizeof(float));
   return loss;

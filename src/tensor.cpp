@@ -35,10 +35,14 @@ std::string shape_str(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-Tensor::Tensor(Backend& backend, std::vector<int64_t> shape) : backend_(&backend) { resize(std::move(shape)); }
+Tensor::Tensor(Backend& backend, std::vector<int64_t> shape) : backend_(&backend) { resize(shape); }
 
-void Tensor::resize(std::vector<int64_t> shape) {
-  int64_t n = numel_of(shape);
+void Tensor::resize(const int64_t* dims, size_t rank) {
+  int64_t n = 1;
+  for (size_t i = 0; i < rank; ++i) {
+    if (dims[i] < 0) throw Error(cat("negative tensor dimension in ", shape_str(std::vector<int64_t>(dims, dims + rank))));
+    n *= dims[i];
+  }
   size_t need = static_cast<size_t>(n) * sizeof(float);
   if (need > storage_.bytes()) {
     if (!backend_) throw Error("Tensor::resize on a tensor without a backend");
@@ -46,7 +50,7 @@ void Tensor::resize(std::vector<int64_t> shape) {
     storage_ = Buffer();  // free first: the peak is the new size, not old + new
     storage_ = Buffer(*backend_, grown);
   }
-  shape_ = std::move(shape);
+  shape_.assign(dims, dims + rank);
   numel_ = n;
 }
 

@@ -1,7 +1,8 @@
 // Tests of the CPU reference kernels (cpu_kernels.h): central finite differences in double precision for every
 // kernel and for a small embedding -> 2-layer LSTM -> linear -> cross-entropy model, packed-versus-unpacked
-// equality, an independent loop implementation, a case worked out by hand, and the edge cases of Packing and
-// cross_entropy.
+// equality, an independent loop implementation, a case worked out by hand, the edge cases of Packing and
+// cross_entropy, the thread team (team-parallel kernels and the inference pass equal the serial training
+// pass) and the accuracy of the float kernels' fast exp/sigmoid/tanh against double.
 #include "rnn_dist/cpu_kernels.h"
 
 #include <gtest/gtest.h>
@@ -561,7 +562,8 @@ TYPED_TEST(CpuCrossEntropyTyped, StableForLargeLogits) {
   Vec<T> dlogits(logits.size());
   const double loss = cross_entropy(logits.data(), 2, 4, targets.data(), dlogits.data(), T(1));
   const double s = 1 + std::exp(-1.0) + std::exp(-2.0);  // row 0 relative to its max; exp(-2000) vanishes
-  EXPECT_NEAR(loss, (1 + std::log(s)) + std::log(4.0), 1e-12);
+  // Float takes its exponentials in float (about 2e-7 relative), double in double.
+  EXPECT_NEAR(loss, (1 + std::log(s)) + std::log(4.0), (std::is_same_v<T, float> ? 1e-6 : 1e-12));
   const double want[8] = {1 / s, std::exp(-1.0) / s - 1, std::exp(-2.0) / s, 0, 0.25, 0.25, -0.75, 0.25};
   for (int k = 0; k < 8; ++k) EXPECT_NEAR(static_cast<double>(dlogits[k]), want[k], 1e-7) << "element " << k;
 }
@@ -592,6 +594,168 @@ TEST(CpuApplyMask, MultipliesElementwiseInPlace) {
   EXPECT_EQ(y, (Vec<float>{0, -4, 6, 0}));
   apply_mask(x.data(), mask.data(), 4, x.data());
   EXPECT_EQ(x, y);
+}
+
+// share() covers [0, n) exactly, in order, with aligned boundaries and nearly equal parts.
+TEST(CpuTeam, ShareSplitsExactly) {
+  for (int64_t n : {0, 1, 7, 8, 20, 256, 1001})
+    for (int parts : {1, 2, 3, 5})
+      for (int64_t align : {1, 8}) {
+        int64_t next = 0;
+        for (int m = 0; m < parts; ++m) {
+          const auto [b, e] = share(n, parts, m, align);
+          EXPECT_EQ(b, next) << n << " " << parts << " " << m;
+          EXPECT_LE(b, e);
+          if (e < n) {
+            EXPECT_EQ(e % align, 0);
+          }
+          EXPECT_LE(e - b, (n + parts * align - 1) / parts + align);
+          next = e;
+        }
+        EXPECT_EQ(next, n);
+      }
+}
+
+// Every member runs, barriers order the members' writes, and a member's exception reaches the caller.
+TEST(CpuTeam, RunBarrierAndErrors) {
+  Team team(3);
+  ASSERT_EQ(team.size(), 3);
+  for (int round = 0; round < 50; ++round) {
+    std::vector<int> a(3, 0), b(3, 0);
+    team.run([&](int m) {
+      a[m] = round + m;
+      team.barrier();
+      b[m] = a[(m + 1) % 3];  // written by another member before the barrier
+    });
+    for (int m = 0; m < 3; ++m) EXPECT_EQ(b[m], round + (m + 1) % 3);
+  }
+  EXPECT_THROW(team.run([](int m) {
+    if (m == 2) throw Error("member 2 failed");
+  }),
+               Error);
+  int ran = 0;
+  team.run([&](int m) {
+    if (m == 0) ran = 1;
+  });
+  EXPECT_EQ(ran, 1);
+}
+
+// The team-parallel kernels give the serial results (double, so only summation order could differ), with
+// a hidden size whose split leaves a partial vector, and the inference pass gives the training forward's.
+TEST(CpuTeam, ThreadedKernelsEqualSerial) {
+  std::mt19937 rng(21);
+  const Packing pk = Packing::from_lengths(std::vector<int>{9, 7, 7, 4, 1});
+  const int I = 5, H = 19, B = pk.batch(), V = 11;
+  const Layer<double> base(I, H, rng);
+  const Vec<double> x = random_vec<double>(pk.rows() * I, rng, 1.0), h0 = random_vec<double>(B * H, rng),
+                    c0 = random_vec<double>(B * H, rng), dy = random_vec<double>(pk.rows() * H, rng),
+                    dhn = random_vec<double>(B * H, rng), dcn = random_vec<double>(B * H, rng),
+                    w = random_vec<double>(V * H, rng), bias = random_vec<double>(V, rng);
+  std::vector<int32_t> ids(pk.rows()), targets(pk.rows());
+  for (int64_t r = 0; r < pk.rows(); ++r) ids[r] = int32_t(r * 5 % V), targets[r] = int32_t(r * 3 % V);
+  struct Out {
+    Vec<double> y, hn, cn, dx, dh0, dc0, grads, y_infer, hn_infer, cn_infer, logits, dlogits, dhid, dw, db, emb,
+        dtable;
+    double loss = 0;
+  };
+  auto run = [&](Team* team) {
+    Layer<double> L = base;
+    Out o;
+    o.y.resize(pk.rows() * H), o.hn.resize(B * H), o.cn.resize(B * H), o.dx.resize(pk.rows() * I);
+    o.dh0.resize(B * H), o.dc0.resize(B * H);
+    Vec<double> cache(lstm_cache_elems(pk.rows(), H)), ws(lstm_backward_workspace_elems(pk.rows(), B, H));
+    const LstmLayerCache<double> view = lstm_cache_view(cache.data(), pk.rows(), H);
+    lstm_layer_forward(pk, L.params(), x.data(), h0.data(), c0.data(), o.y.data(), o.hn.data(), o.cn.data(), view,
+                       team);
+    lstm_layer_backward(pk, L.params(), x.data(), h0.data(), c0.data(), view, dy.data(), dhn.data(), dcn.data(),
+                        o.dx.data(), o.dh0.data(), o.dc0.data(), L.grads(), ws.data(), team);
+    for (auto& [name, p, dp] : L.tensors()) o.grads.insert(o.grads.end(), dp->begin(), dp->end());
+    o.y_infer.resize(o.y.size()), o.hn_infer.resize(B * H), o.cn_infer.resize(B * H);
+    Vec<double> iws(lstm_inference_workspace_elems(pk.rows(), B, H));
+    lstm_layer_inference(pk, L.params(), x.data(), h0.data(), c0.data(), o.y_infer.data(), o.hn_infer.data(),
+                         o.cn_infer.data(), iws.data(), team);
+    o.logits.resize(pk.rows() * V), o.dhid.resize(pk.rows() * H), o.dw.resize(V * H), o.db.resize(V);
+    linear_forward(o.y.data(), pk.rows(), H, w.data(), bias.data(), V, o.logits.data(), team);
+    o.dlogits.resize(o.logits.size());
+    o.loss = cross_entropy(o.logits.data(), pk.rows(), V, targets.data(), o.dlogits.data(), 0.5, team);
+    linear_backward(o.y.data(), pk.rows(), H, w.data(), V, o.dlogits.data(), o.dhid.data(), o.dw.data(), o.db.data(),
+                    team);
+    o.emb.resize(pk.rows() * I), o.dtable.resize(V * I);
+    embedding_forward(ids.data(), pk.rows(), x.data(), I, o.emb.data(), team);
+    embedding_backward(ids.data(), pk.rows(), o.dx.data(), I, o.dtable.data(), team);
+    return o;
+  };
+  const Out serial = run(nullptr);
+  expect_close("inference y", serial.y_infer, serial.y, 1e-14);
+  expect_close("inference hn", serial.hn_infer, serial.hn, 1e-14);
+  expect_close("inference cn", serial.cn_infer, serial.cn, 1e-14);
+  for (int size : {2, 3}) {
+    Team team(size);
+    const Out t = run(&team);
+    const std::string k = std::to_string(size) + " threads: ";
+    for (auto [what, a, b] : {std::tuple{"y", &t.y, &serial.y}, {"hn", &t.hn, &serial.hn}, {"cn", &t.cn, &serial.cn},
+                              {"dx", &t.dx, &serial.dx}, {"dh0", &t.dh0, &serial.dh0}, {"dc0", &t.dc0, &serial.dc0},
+                              {"weight gradients", &t.grads, &serial.grads}, {"inference y", &t.y_infer, &serial.y},
+                              {"inference hn", &t.hn_infer, &serial.hn}, {"inference cn", &t.cn_infer, &serial.cn},
+                              {"logits", &t.logits, &serial.logits}, {"dlogits", &t.dlogits, &serial.dlogits},
+                              {"linear dx", &t.dhid, &serial.dhid}, {"linear dw", &t.dw, &serial.dw},
+                              {"linear db", &t.db, &serial.db}, {"embedding", &t.emb, &serial.emb},
+                              {"embedding gradient", &t.dtable, &serial.dtable}})
+      expect_close(k + what, *a, *b, 1e-13);
+    EXPECT_NEAR(t.loss, serial.loss, 1e-12 * serial.loss) << k;
+  }
+}
+
+// The float kernels' exp, sigmoid and tanh (branch-free approximations) agree with double's libm to ~1e-6
+// relative over the whole range of pre-activations, tiny ones included (tanh(x) ~ x there).
+TEST(CpuFastMath, FloatCellMatchesDouble) {
+  const int H = 1000, G = 4 * H;
+  const Packing pk = Packing::from_lengths(std::vector<int>{1});
+  Vec<double> w(G), c0(H);
+  for (int k = 0; k < G; ++k) {
+    const double u = double(k) / (G - 1);
+    // [-30, 30] and tiny values, exact in float so that both runs see the same inputs.
+    w[k] = double(float(k % 3 == 0 ? 1e-6 * (u - 0.5) : 60 * (u - 0.5)));
+  }
+  for (int j = 0; j < H; ++j) c0[j] = double(float(4 * (double(j) / (H - 1) - 0.5)));
+  const Vec<double> zeros(G);
+  auto run = [&]<class T>(T) {
+    const Vec<T> wt(w.begin(), w.end()), ct(c0.begin(), c0.end()), z(zeros.begin(), zeros.end()), hh(G * H);
+    const T x = 1;
+    Vec<T> y(H), cache(lstm_cache_elems(1, H));
+    const LstmLayerParams<T> p{wt.data(), hh.data(), z.data(), z.data(), 1, H};
+    lstm_layer_forward<T>(pk, p, &x, nullptr, ct.data(), y.data(), nullptr, nullptr,
+                          lstm_cache_view(cache.data(), 1, H));
+    Vec<double> out(cache.begin(), cache.begin() + G + H);  // activated gates and c
+    out.insert(out.end(), y.begin(), y.end());
+    return out;
+  };
+  const Vec<double> f = run(0.0f), d = run(0.0);
+  // Gates relative to themselves (sigmoid(-30) ~ 1e-13 included); c and h, sums that may cancel, relative
+  // to 1. Float's own rounding contributes ~6e-8 per operation.
+  double worst_gate = 0, worst_state = 0;
+  for (int e = 0; e < G; ++e) worst_gate = std::max(worst_gate, std::abs(f[e] - d[e]) / std::abs(d[e]));
+  for (size_t e = G; e < d.size(); ++e) worst_state = std::max(worst_state, std::abs(f[e] - d[e]));
+  // 2e-6: the fast exp/tanh (~2e-7) plus float rounding, with margin for other compilers' code (~1.0e-6 seen).
+  EXPECT_LE(worst_gate, 2e-6);
+  EXPECT_LE(worst_state, 2e-6);
+  EXPECT_GT(worst_gate, 0.0) << "float and double agree exactly: the float path cannot be the fast one";
+}
+
+// Float cross-entropy (float exponentials) agrees with double's.
+TEST(CpuFastMath, FloatCrossEntropyMatchesDouble) {
+  std::mt19937 rng(13);
+  const int rows = 40, V = 37;
+  const Vec<double> logits = random_vec<double>(rows * V, rng, 12.0);
+  std::vector<int32_t> targets(rows);
+  for (int r = 0; r < rows; ++r) targets[r] = (r * 7) % V;
+  Vec<double> dd(rows * V);
+  const double ld = cross_entropy(logits.data(), rows, V, targets.data(), dd.data(), 0.25);
+  const Vec<float> lf(logits.begin(), logits.end());
+  Vec<float> df(rows * V);
+  const double lossf = cross_entropy(lf.data(), rows, V, targets.data(), df.data(), 0.25f);
+  EXPECT_NEAR(lossf, ld, 1e-6 * ld);
+  for (int e = 0; e < rows * V; ++e) EXPECT_NEAR(df[e], dd[e], 1e-7) << "element " << e;
 }
 
 // ids -> embedding -> dropout mask -> 2-layer LSTM (zero initial states) -> linear -> mean cross-entropy,

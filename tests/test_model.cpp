@@ -1,8 +1,9 @@
 // Tests of the language model (model.h) on the CPU backend: make_batch's time-major packing, the gradient
 // of forward_backward against central finite differences of evaluate (float, loose tolerance), evaluate
 // equal to forward_backward's loss, gradient accumulation and grad_scale, dropout determinism per seed,
-// init determinism, param_slices names/shapes/layout, and step's log-probabilities (normalised, and equal
-// to evaluate's NLL on a 2-token sequence).
+// init determinism, param_slices names/shapes/layout, 1 and 3 threads and the inference pass agreeing with
+// the training pass, and step's log-probabilities (normalised, and equal to evaluate's NLL on a 2-token
+// sequence).
 #include "rnn_dist/model.h"
 
 #include <gtest/gtest.h>
@@ -185,6 +186,54 @@ TEST(Model, DropoutIsSeeded) {
   const double e = m.evaluate(batch);
   EXPECT_EQ(e, m.evaluate(batch));
   EXPECT_NE(e, a);
+}
+
+// The same model on backends of 1 and 3 threads: equal losses, gradients and final states (up to float
+// summation order), and evaluate (the inference pass, which keeps no activations) equals forward_backward's
+// loss and states; with 3 layers and H = 20 the inter-layer buffers alternate and a thread's share of the
+// hidden units ends in a partial vector.
+TEST(Model, ThreadsAndInferenceAgree) {
+  ModelConfig c;
+  c.vocab = 13, c.embed = 6, c.hidden = 20, c.layers = 3;
+  const Batch batch = random_batch({12, 9, 9, 5, 2}, c.vocab, 31);
+  const int64_t state = int64_t{c.layers} * batch.packing.batch() * c.hidden;
+  std::mt19937 rng(2);
+  std::uniform_real_distribution<float> u(-0.5f, 0.5f);
+  std::vector<float> h0(state), c0(state);
+  for (float& v : h0) v = u(rng);
+  for (float& v : c0) v = u(rng);
+  struct Out {
+    double loss, eval;
+    std::vector<float> grads, hn, cn, hn_eval, cn_eval;
+  };
+  auto run = [&](int threads) {
+    auto backend = make_backend(DeviceType::cpu, 0, threads);
+    Model m(*backend, c);
+    m.init(5);
+    Out o{0, 0, {}, std::vector<float>(state), std::vector<float>(state), std::vector<float>(state),
+          std::vector<float>(state)};
+    o.loss = m.forward_backward(batch, 0.1f, 0, h0.data(), c0.data(), o.hn.data(), o.cn.data());
+    o.grads = download_grads(m);
+    o.eval = m.evaluate(batch, h0.data(), c0.data(), o.hn_eval.data(), o.cn_eval.data());
+    return o;
+  };
+  auto close = [](const std::vector<float>& a, const std::vector<float>& b, const char* what) {
+    ASSERT_EQ(a.size(), b.size());
+    double err = 0, ref = 0;
+    for (size_t i = 0; i < a.size(); ++i) err = std::max(err, double(std::abs(a[i] - b[i]))), ref = std::max(ref, double(std::abs(b[i])));
+    EXPECT_GT(ref, 0) << what;
+    EXPECT_LE(err, 1e-5 * ref) << what;
+  };
+  const Out one = run(1), three = run(3);
+  EXPECT_NEAR(one.eval, one.loss, 1e-6 * one.loss);
+  close(one.hn_eval, one.hn, "evaluate hn");
+  close(one.cn_eval, one.cn, "evaluate cn");
+  EXPECT_NEAR(three.loss, one.loss, 1e-6 * one.loss);
+  EXPECT_NEAR(three.eval, one.eval, 1e-6 * one.loss);
+  close(three.grads, one.grads, "gradients with 3 threads");
+  close(three.hn, one.hn, "hn with 3 threads");
+  close(three.cn, one.cn, "cn with 3 threads");
+  close(three.hn_eval, one.hn, "evaluate hn with 3 threads");
 }
 
 TEST(Model, StepMatchesEvaluate) {

@@ -5,15 +5,53 @@
 //
 // Gradient convention: weight and bias gradients are ACCUMULATED (+=) into caller-zeroed buffers; gradients
 // with respect to inputs and initial states (dx, dh0, dc0) are OVERWRITTEN.
+//
+// Threads: every kernel takes an optional Team (nullptr = the calling thread alone) and splits its work over
+// the team's members, each calling single-threaded BLAS. The LSTM gives each member a range of hidden units
+// for the whole time loop, so a time step costs one barrier.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace rnn_dist::cpu {
+
+// A fixed team of threads: the caller is member 0, size()-1 workers are started by the constructor. run()
+// executes one function on every member at once. Nothing is allocated after construction (OpenBLAS's own
+// threading allocates on every GEMM, hence this); idle workers spin briefly, then sleep.
+class Team {
+ public:
+  static constexpr int kMaxSize = 64;
+  explicit Team(int size);  // 1 <= size <= kMaxSize (clamped)
+  ~Team();
+  Team(const Team&) = delete;
+  Team& operator=(const Team&) = delete;
+
+  int size() const { return size_; }
+  // Calls fn(member) for every member concurrently (member 0 on this thread) and returns when all have
+  // returned; rethrows the exception of a member that threw. Not reentrant.
+  template <class Fn>
+  void run(Fn&& fn) {
+    run_erased(&fn, [](void* f, int member) { (*static_cast<std::remove_reference_t<Fn>*>(f))(member); });
+  }
+  // Inside run(): returns once every member has reached it.
+  void barrier();
+
+ private:
+  struct State;
+  void run_erased(void* fn, void (*call)(void*, int));
+  int size_;
+  std::unique_ptr<State> state_;
+};
+
+// Member m's part [begin, end) of n items split into `parts` nearly equal ranges whose boundaries are
+// multiples of `align` (so that vector loops stay whole).
+std::pair<int64_t, int64_t> share(int64_t n, int parts, int m, int64_t align = 1);
 
 // A packed batch, as cuDNN's CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED and PyTorch's PackedSequence: sequences
 // sorted longest first; step t holds the first batch_sizes[t] sequences, whose rows are contiguous from
@@ -68,7 +106,7 @@ struct LstmLayerGrads {
 // What one layer's forward pass keeps for its backward pass, in caller-owned memory.
 template <class T>
 struct LstmLayerCache {
-  T* gates;   // rows x 4H: i, f, g, o after their nonlinearity
+  T* gates;   // rows x 4H: i, f, g, o after their nonlinearity (the backward pass overwrites them)
   T* cell;    // rows x H: c_t
   T* h_prev;  // rows x H: h_{t-1} of each row, so that dW_hh is a single GEMM
 };
@@ -80,15 +118,27 @@ template <class T>
 LstmLayerCache<T> lstm_cache_view(T* base, int64_t rows, int hidden);
 // Elements of the workspace lstm_layer_backward needs.
 size_t lstm_backward_workspace_elems(int64_t rows, int batch, int hidden);
+// Elements of the workspace lstm_layer_inference needs (bounded whatever the batch's length).
+size_t lstm_inference_workspace_elems(int64_t rows, int batch, int hidden);
 
 // Forward pass of one layer over a packed batch.
 // x: rows x input. h0, c0: B x H initial states, nullptr for zeros. y: rows x H outputs.
 // hn, cn: B x H final states, each sequence's taken at its own last step (nullptr = not needed).
 template <class T>
 void lstm_layer_forward(const Packing& packing, const LstmLayerParams<T>& p, const T* x, Nullable<const T> h0,
-                        Nullable<const T> c0, T* y, Nullable<T> hn, Nullable<T> cn, LstmLayerCache<T> cache);
+                        Nullable<const T> c0, T* y, Nullable<T> hn, Nullable<T> cn, LstmLayerCache<T> cache,
+                        Team* team = nullptr);
 
-// Backward pass of one layer, given the forward's inputs and cache.
+// Forward pass of one layer that keeps nothing for a backward pass (evaluation, sampling): the same outputs
+// as lstm_layer_forward, in less memory and time. workspace: lstm_inference_workspace_elems(rows, batch,
+// hidden) elements.
+template <class T>
+void lstm_layer_inference(const Packing& packing, const LstmLayerParams<T>& p, const T* x, Nullable<const T> h0,
+                          Nullable<const T> c0, T* y, Nullable<T> hn, Nullable<T> cn, T* workspace,
+                          Team* team = nullptr);
+
+// Backward pass of one layer, given the forward's inputs and cache. It overwrites cache.gates (with the
+// gate gradients), so each forward pass serves one backward pass.
 // dy: rows x H (nullptr = 0). dhn, dcn: B x H gradients w.r.t. the final states (nullptr = 0).
 // dx: rows x input; dh0, dc0: B x H (each nullptr = not needed; otherwise overwritten).
 // h0 is not read (cache.h_prev holds it); it is taken so that both passes get the same inputs.
@@ -97,30 +147,30 @@ template <class T>
 void lstm_layer_backward(const Packing& packing, const LstmLayerParams<T>& p, const T* x, Nullable<const T> h0,
                          Nullable<const T> c0, LstmLayerCache<T> cache, Nullable<const T> dy, Nullable<const T> dhn,
                          Nullable<const T> dcn, Nullable<T> dx, Nullable<T> dh0, Nullable<T> dc0,
-                         LstmLayerGrads<T> grads, T* workspace);
+                         LstmLayerGrads<T> grads, T* workspace, Team* team = nullptr);
 
 // Embedding lookup: out[r] = table[ids[r]] (rows x dim). ids must lie inside the table.
 template <class T>
-void embedding_forward(const int32_t* ids, int64_t rows, const T* table, int dim, T* out);
+void embedding_forward(const int32_t* ids, int64_t rows, const T* table, int dim, T* out, Team* team = nullptr);
 // dtable[ids[r]] += dout[r]; repeated ids accumulate.
 template <class T>
-void embedding_backward(const int32_t* ids, int64_t rows, const T* dout, int dim, T* dtable);
+void embedding_backward(const int32_t* ids, int64_t rows, const T* dout, int dim, T* dtable, Team* team = nullptr);
 
 // y = x W^T + b, with x: rows x in, W: out x in, b: out, y: rows x out.
 template <class T>
-void linear_forward(const T* x, int64_t rows, int in, const T* w, const T* b, int out, T* y);
+void linear_forward(const T* x, int64_t rows, int in, const T* w, const T* b, int out, T* y, Team* team = nullptr);
 // dx = dy W (overwritten; nullptr = skip), dW += dy^T x, db += column sums of dy.
 template <class T>
 void linear_backward(const T* x, int64_t rows, int in, const T* w, int out, const T* dy, Nullable<T> dx, T* dw,
-                     T* db);
+                     T* db, Team* team = nullptr);
 
 // Log-softmax cross-entropy of each row of logits (rows x vocab) against its target. Returns the SUM of the
-// negative log-likelihoods. If dlogits is not nullptr, writes dlogits = (softmax - onehot) * grad_scale, the
+// negative log-likelihoods (float: exponentials in float to ~2e-7 relative, sums in double). If dlogits is not nullptr, writes dlogits = (softmax - onehot) * grad_scale, the
 // gradient of grad_scale * sum; dlogits may alias logits. Throws rnn_dist::Error for a target outside
 // [0, vocab).
 template <class T>
 double cross_entropy(const T* logits, int64_t rows, int vocab, const int32_t* targets, Nullable<T> dlogits,
-                     std::type_identity_t<T> grad_scale);
+                     std::type_identity_t<T> grad_scale, Team* team = nullptr);
 
 // Dropout with a given mask (entries 0 or 1/(1-p)): y = x * mask, elementwise; y may alias x. The same call
 // serves the forward pass and the backward pass.

@@ -57,6 +57,13 @@ class Model {
   double evaluate(const Batch& batch, const float* h0 = nullptr, const float* c0 = nullptr, float* hn = nullptr,
                   float* cn = nullptr);
 
+  // Seconds spent in the forward half (embedding, LSTM, output layer and loss) and the backward half of
+  // the last forward_backward or evaluate (0 for evaluate), for the benchmark's time split.
+  struct Timing {
+    double forward = 0, backward = 0;
+  };
+  const Timing& last_timing() const { return timing_; }
+
   // Log-probabilities of the next token after feeding `token` to sequences with state (h, c) (host,
   // layers x hidden each, updated in place); one sequence, for sampling.
   std::vector<float> step(int32_t token, std::vector<float>& h, std::vector<float>& c);
@@ -80,6 +87,7 @@ class Model {
   // Device workspaces, grown to the largest batch seen.
   Buffer ids_, targets_;
   Tensor emb_, emb_drop_, y_, y_drop_, logits_, dy_, dx_, state_in_, state_out_;
+  Timing timing_;
 };
 
 }  // namespace rnn_dist

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
@@ -65,10 +66,16 @@ class Tensor {
   Device device() const { return storage_.device(); }
   Backend& backend() const { return *backend_; }
 
-  void resize(std::vector<int64_t> shape);  // keeps no contents when it grows
-  void resize(int64_t numel) { resize(std::vector<int64_t>{numel}); }
+  // Keeps no contents when it grows. Reshaping within the capacity allocates nothing (not even the shape's
+  // vector), so that training steps after the first of a shape make no heap allocation.
+  void resize(const std::vector<int64_t>& shape) { resize(shape.data(), shape.size()); }
+  void resize(std::initializer_list<int64_t> shape) { resize(shape.begin(), shape.size()); }
+  void resize(int64_t numel) { resize(&numel, 1); }
+  size_t capacity_bytes() const { return storage_.bytes(); }
 
  private:
+  void resize(const int64_t* dims, size_t rank);
+
   Backend* backend_ = nullptr;
   Buffer storage_;
   std::vector<int64_t> shape_;

@@ -1,0 +1,219 @@
+// Proves that a steady-state training step on the CPU backend makes no heap allocation: operator new and
+// (with glibc) the malloc family are replaced by counting versions for this whole test program, so
+// allocations made by the model, the optimizer, the standard library and OpenBLAS (its worker threads
+// included) are all seen. After the first steps of a batch shape, further steps of that shape or of a
+// smaller one must allocate nothing.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "rnn_dist/backend.h"
+#include "rnn_dist/model.h"
+#include "rnn_dist/optimizer.h"
+
+// AddressSanitizer owns malloc and operator new: under it nothing is replaced and every test skips itself.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define RNN_DIST_UNDER_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) && !defined(RNN_DIST_UNDER_ASAN)
+#define RNN_DIST_UNDER_ASAN 1
+#endif
+
+namespace {
+std::atomic<long> g_allocations{0};
+}  // namespace
+
+#if !defined(RNN_DIST_UNDER_ASAN)
+#if defined(__GLIBC__)
+// glibc's own entry points, so that the replacements below can forward to them.
+extern "C" {
+void* __libc_malloc(size_t);
+void* __libc_calloc(size_t, size_t);
+void* __libc_realloc(void*, size_t);
+void* __libc_memalign(size_t, size_t);
+void __libc_free(void*);
+
+void* malloc(size_t n) {
+  ++g_allocations;
+  return __libc_malloc(n);
+}
+void* calloc(size_t n, size_t size) {
+  ++g_allocations;
+  return __libc_calloc(n, size);
+}
+void* realloc(void* p, size_t n) {
+  ++g_allocations;
+  return __libc_realloc(p, n);
+}
+void* memalign(size_t alignment, size_t n) {
+  ++g_allocations;
+  return __libc_memalign(alignment, n);
+}
+void* aligned_alloc(size_t alignment, size_t n) {
+  ++g_allocations;
+  return __libc_memalign(alignment, n);
+}
+int posix_memalign(void** out, size_t alignment, size_t n) {
+  ++g_allocations;
+  void* p = __libc_memalign(alignment, n);
+  if (p == nullptr) return ENOMEM;
+  *out = p;
+  return 0;
+}
+void free(void* p) { __libc_free(p); }
+}
+#define RNN_DIST_RAW_MALLOC __libc_malloc
+#define RNN_DIST_RAW_MEMALIGN __libc_memalign
+#define RNN_DIST_RAW_FREE __libc_free
+#else
+#define RNN_DIST_RAW_MALLOC std::malloc
+#define RNN_DIST_RAW_MEMALIGN(a, n) std::aligned_alloc(a, ((n) + (a)-1) / (a) * (a))
+#define RNN_DIST_RAW_FREE std::free
+#endif
+
+// operator new counts itself and takes its memory from the raw allocator, so nothing is counted twice.
+void* operator new(size_t n) {
+  ++g_allocations;
+  if (void* p = RNN_DIST_RAW_MALLOC(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](size_t n) { return operator new(n); }
+void* operator new(size_t n, std::align_val_t a) {
+  ++g_allocations;
+  if (void* p = RNN_DIST_RAW_MEMALIGN(static_cast<size_t>(a), n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](size_t n, std::align_val_t a) { return operator new(n, a); }
+void operator delete(void* p) noexcept { RNN_DIST_RAW_FREE(p); }
+void operator delete[](void* p) noexcept { RNN_DIST_RAW_FREE(p); }
+void operator delete(void* p, size_t) noexcept { RNN_DIST_RAW_FREE(p); }
+void operator delete[](void* p, size_t) noexcept { RNN_DIST_RAW_FREE(p); }
+void operator delete(void* p, std::align_val_t) noexcept { RNN_DIST_RAW_FREE(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { RNN_DIST_RAW_FREE(p); }
+void operator delete(void* p, size_t, std::align_val_t) noexcept { RNN_DIST_RAW_FREE(p); }
+void operator delete[](void* p, size_t, std::align_val_t) noexcept { RNN_DIST_RAW_FREE(p); }
+#endif  // !RNN_DIST_UNDER_ASAN
+
+namespace rnn_dist {
+namespace {
+
+#if defined(RNN_DIST_UNDER_ASAN)
+#define SKIP_UNDER_ASAN() GTEST_SKIP() << "AddressSanitizer build: it owns malloc, so allocations are not counted"
+#else
+#define SKIP_UNDER_ASAN() (void)0
+#endif
+
+// A batch of sequences with these lengths (tokens, each >= 2), token ids cycling through the vocabulary.
+Batch batch_of(const std::vector<int64_t>& lengths, int64_t vocab) {
+  std::vector<int32_t> tokens;
+  for (int64_t len : lengths)
+    for (int64_t t = 0; t < len; ++t) tokens.push_back(static_cast<int32_t>((t * 7 + len) % vocab));
+  return make_batch(tokens, lengths);
+}
+
+// What the trainer does in one step: zero the gradients, forward and backward (optionally carrying the
+// hidden state, as stream mode does), clip, update.
+struct Trainer {
+  Backend& backend;
+  Model& model;
+  Optimizer& opt;
+  bool carry_state;
+  std::vector<float> h, c;
+
+  void step(const Batch& b) {
+    backend.zero(model.grads().data(), model.num_params());
+    const float* h0 = carry_state ? h.data() : nullptr;
+    const float* c0 = carry_state ? c.data() : nullptr;
+    model.forward_backward(b, 1.0f / float(b.tokens()), 17, h0, c0, carry_state ? h.data() : nullptr,
+                           carry_state ? c.data() : nullptr);
+    const double norm = std::sqrt(backend.sum_squares(model.grads().data(), model.num_params()));
+    const float clip = clip_factor(norm, 1.0f);
+    if (clip != 1.0f) backend.scale(model.grads().data(), model.num_params(), clip);
+    opt.step(model.params().data(), model.grads().data(), 1e-3f);
+  }
+};
+
+struct Case {
+  std::string optimizer;
+  float dropout;
+  bool carry_state;
+};
+
+class SteadyStateAllocation : public ::testing::TestWithParam<Case> {};
+
+TEST(CountingAllocator, SeesAllocations) {
+  SKIP_UNDER_ASAN();
+  const long before = g_allocations;
+  auto* v = new std::vector<float>(100);
+  void* m = std::malloc(64);
+  std::free(m);
+  delete v;
+  // The vector object, its storage and (with glibc) the malloc.
+#if defined(__GLIBC__)
+  EXPECT_EQ(g_allocations - before, 3);
+#else
+  EXPECT_EQ(g_allocations - before, 2);
+#endif
+}
+
+TEST_P(SteadyStateAllocation, TrainingStepAllocatesNothing) {
+  SKIP_UNDER_ASAN();
+  const Case& c = GetParam();
+  auto backend = make_backend(DeviceType::cpu, 0, 2);
+  ModelConfig mc;
+  mc.vocab = 23, mc.embed = 16, mc.hidden = 64, mc.layers = 2, mc.dropout = c.dropout;
+  Model model(*backend, mc);
+  model.init(3);
+  OptimizerConfig oc;
+  oc.kind = c.optimizer;
+  oc.momentum = 0.9f;
+  Optimizer opt(*backend, oc, model.num_params());
+  const Batch big = batch_of({31, 30, 30, 17, 9, 4, 2}, mc.vocab);
+  const Batch same_shape = batch_of({31, 30, 30, 17, 9, 4, 2}, mc.vocab);
+  const Batch smaller = batch_of({25, 12, 3}, mc.vocab);
+  const size_t state = size_t(mc.layers) * big.packing.batch() * mc.hidden;
+  Trainer trainer{*backend, model, opt, c.carry_state, std::vector<float>(state), std::vector<float>(state)};
+
+  // The first step of a shape grows the workspaces; a later step of a larger shape must grow them again,
+  // which shows that the counter sees the backend's allocations.
+  long before = g_allocations;
+  trainer.step(smaller);
+  EXPECT_GT(g_allocations - before, 0) << "the first step allocated nothing: the counter is blind";
+  before = g_allocations;
+  trainer.step(big);
+  EXPECT_GT(g_allocations - before, 0) << "a larger shape needs larger workspaces";
+  trainer.step(big);
+  model.evaluate(big);
+
+  before = g_allocations;
+  for (int k = 0; k < 3; ++k) {
+    trainer.step(big);
+    trainer.step(same_shape);
+    trainer.step(smaller);
+  }
+  EXPECT_EQ(g_allocations - before, 0) << "steady-state training steps allocated";
+  before = g_allocations;
+  const double loss = model.evaluate(same_shape) + model.evaluate(smaller);
+  EXPECT_EQ(g_allocations - before, 0) << "evaluation after a training step of a larger shape allocated";
+  EXPECT_TRUE(std::isfinite(loss));
+}
+
+INSTANTIATE_TEST_SUITE_P(Configurations, SteadyStateAllocation,
+                         ::testing::Values(Case{"adam", 0.0f, false}, Case{"adamw", 0.25f, false},
+                                           Case{"sgd", 0.0f, true}),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return info.param.optimizer + (info.param.dropout > 0 ? "_dropout" : "") +
+                                  (info.param.carry_state ? "_stream" : "");
+                         });
+
+}  // namespace
+}  // namespace rnn_dist
