@@ -28,7 +28,8 @@ int blas_dim(int64_t n) {
 
 // The elementwise float kernels are compiled for AVX-512 and AVX2 as well as the baseline, and the loader
 // picks the best the CPU has; double (the test oracle) keeps the portable build.
-#if defined(__x86_64__) && defined(__GNUC__) && defined(__ELF__)
+// (GCC only: clang refuses calls between the AVX clones and the always-inline helpers, whose ABIs differ.)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__ELF__)
 #define RNN_DIST_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define RNN_DIST_VECTOR_CLONES
@@ -39,9 +40,11 @@ int blas_dim(int64_t n) {
 // Eight float lanes as a GCC/Clang vector: written out explicitly because the compiler will not
 // vectorise the branch-free selects below by itself (they are comparisons, which may trap under the
 // default -ftrapping-math). On the baseline x86-64 target each operation becomes two SSE instructions.
-#if defined(__GNUC__) && !defined(__clang__)
 // Only always-inlined helpers of this file return vectors (and take them by reference), so no call ever
 // uses that ABI.
+#if defined(__clang__)
+#pragma clang diagnostic ignored "-Wpsabi"
+#elif defined(__GNUC__)
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif
 using F8 = float __attribute__((vector_size(32)));

@@ -2,20 +2,16 @@
 # Flat and hierarchical all-reduce against the exact sum at world sizes 1-4, with one and two ranks per
 # "node", for counts that the local size does not divide (bench/allreduce_bench checks every result).
 # $1 = build directory.
-set -uo pipefail
-BUILD=$(cd "$1" && pwd)
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-pass=0 fail=0
+source "$(dirname "$0")/lib/harness.sh"
 for np in 1 2 3 4; do
   for rpn in 1 2; do
     out=$(mpirun --oversubscribe -np $np "$BUILD/bench/allreduce_bench" --ranks-per-node $rpn --min-bytes 4 \
           --max-bytes 65536 --iters 1 2>&1)
     if [ $? -eq 0 ] && grep -q "all results correct" <<<"$out" && ! grep -q WRONG <<<"$out"; then
-      echo "ok: -np $np --ranks-per-node $rpn"; pass=$((pass + 1))
+      ok "-np $np --ranks-per-node $rpn"
     else
-      echo "FAIL: -np $np --ranks-per-node $rpn"; echo "$out" | tail -5; fail=$((fail + 1))
+      bad "-np $np --ranks-per-node $rpn: $(echo "$out" | tail -5)"
     fi
   done
 done
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

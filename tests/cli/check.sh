@@ -6,16 +6,8 @@
 # cores), exit codes (0 all pass, 1 a check fails, 2 bad arguments printed once) and --config reading.
 # "Another node" is simulated with --ranks-per-node, another filesystem with a per-rank working directory.
 # $1 = build directory.
-set -uo pipefail
-BUILD=$(cd "$1" && pwd)
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-cd "$T"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+source "$(dirname "$0")/lib/harness.sh"
 unset SLURM_CPUS_PER_TASK
-pass=0 fail=0
-ok() { echo "ok: $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL: $1"; fail=$((fail + 1)); }
 R=$BUILD/rnn_dist
 
 awk 'BEGIN { srand(5); n = split("alpha beta gamma delta epsilon zeta eta theta", w, " ")
@@ -114,5 +106,4 @@ for args in "--bogus 1" "--device tpu" "--threads 0" "--config nothere.conf" "--
     || bad "'$args' -> exit $rc: $(cat err)"
 done
 
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

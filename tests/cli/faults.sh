@@ -6,16 +6,9 @@
 # ranks and reported once; damaged data and checkpoints are refused by name; SIGKILL during checkpoint
 # writes never leaves a damaged checkpoint; a full disk loses nothing; runs are bitwise repeatable.
 # $1 = build directory.
-set -uo pipefail
-BUILD=$(cd "$1" && pwd)
-T=$(mktemp -d)
+source "$(dirname "$0")/lib/harness.sh"
 MOUNTS=()
-trap 'for m in "${MOUNTS[@]}"; do umount "$m"; done; rm -rf "$T"' EXIT
-cd "$T"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-pass=0 fail=0
-ok() { echo "ok: $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL: $1"; fail=$((fail + 1)); }
+cleanup() { for m in "${MOUNTS[@]}"; do umount "$m"; done; }
 MPI="mpirun --oversubscribe -np 2"
 
 awk 'BEGIN { srand(5); for (i = 0; i < 400; i++) { k = 5 + int(rand() * 40); line = ""
@@ -187,5 +180,4 @@ else
   echo "SKIP: disk-full tests: cannot mount a tmpfs here: $(cat mount.err)"
 fi
 
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

@@ -3,15 +3,7 @@
 # give the same parameters as 1 rank with the same global batch (flat and hierarchical all-reduce, packed
 # and stream batching); resume is bitwise, also works with another rank count; --config, --init-from,
 # --test; bad options end with exit code 2 and one message, printed once. $1 = build directory.
-set -uo pipefail
-BUILD=$(cd "$1" && pwd)
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-cd "$T"
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-pass=0 fail=0
-ok() { echo "ok: $1"; pass=$((pass + 1)); }
-bad() { echo "FAIL: $1"; fail=$((fail + 1)); }
+source "$(dirname "$0")/lib/harness.sh"
 
 # A small corpus with structure to learn.
 awk 'BEGIN { srand(3); n = split("the quick brown fox jumps over a lazy dog while seven wizards quietly hex jam bags", w, " ")
@@ -163,5 +155,4 @@ mpirun --oversubscribe -np 2 "$BUILD/rnn_dist" train $A --device cpu --verbose >
 "$BUILD/rnn_dist" train $A --checkpoint-dir /proc/rnn_dist > out 2> err
 [ $? -eq 2 ] && grep -q checkpoint-dir err && ok "unwritable checkpoint dir -> exit 2" || bad "unwritable checkpoint dir: $(cat err)"
 
-echo "$pass passed, $fail failed"
-[ $fail -eq 0 ]
+finish

@@ -1,0 +1,22 @@
+# The shared frame of the CLI tests (sourced, not a test itself): $BUILD from the test's first argument,
+# a temporary working directory $T (the test runs in it; removed at exit, after the test's own
+# `cleanup` function when it defines one), mpirun allowed as root, and ok/bad/finish to count results.
+set -uo pipefail
+BUILD=$(cd "$1" && pwd)
+T=$(mktemp -d)
+harness_exit() {
+  declare -F cleanup > /dev/null && cleanup
+  cd /
+  rm -rf "$T"
+}
+trap harness_exit EXIT
+cd "$T"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+pass=0 fail=0
+ok() { echo "ok: $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL: $1"; fail=$((fail + 1)); }
+# The last line of every test: the counts, and the exit status.
+finish() {
+  echo "$pass passed, $fail failed"
+  [ $fail -eq 0 ]
+}
