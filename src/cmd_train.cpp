@@ -57,6 +57,7 @@ po::options_description train_options(TrainerConfig& o) {
       ("log-every", po::value(&o.log_every)->default_value(10), "steps between progress lines")
       ("metrics", po::value(&o.metrics), "JSON-lines metrics file (rank 0)")
       ("device", po::value(&o.device)->default_value("auto"), "auto (a GPU per rank when there are GPUs, else the CPU), cpu or cuda")
+      ("deterministic", po::bool_switch(&o.deterministic), "bitwise-repeatable runs (same seed, data, ranks and threads); always so on the CPU, not available on GPUs yet")
       ("verbose", po::bool_switch(&o.verbose), "print where every rank runs (host, ranks, device)")
       ("allreduce", po::value(&o.allreduce)->default_value("flat"), "flat or hierarchical")
       ("ranks-per-node", po::value(&o.ranks_per_node)->default_value(0), "group consecutive ranks into nodes, to test multi-node layouts on one machine (0 = detect; default from RNN_DIST_RANKS_PER_NODE)");

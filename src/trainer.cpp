@@ -230,6 +230,9 @@ DeviceType Trainer::choose_device() {
                          " visible GPU(s) (CUDA_VISIBLE_DEVICES=", visible ? visible : "unset",
                          "): launch one rank per GPU (mpirun -np <GPUs per node> per node, or srun --ntasks-per-node=<GPUs> "
                          "--gpus-per-task=1), or use --device cpu"));
+  if (c_.deterministic)
+    throw InputError("--deterministic: the GPU backend is not bitwise repeatable yet (its embedding gradient uses "
+                     "atomics); use --device cpu or drop --deterministic");
   device_index_ = gpus == 1 ? 0 : topo_.local_rank();
   return DeviceType::cuda;
 }

@@ -83,7 +83,7 @@ rc=$?
 
 # Determinism: the same seed, data, ranks and threads give bitwise-identical parameters.
 for r in 1 2; do
-  $MPI "$BUILD/rnn_dist" train $A --max-steps 12 --threads 2 --dropout 0.2 --checkpoint-dir det$r > log.det$r 2>&1 \
+  $MPI "$BUILD/rnn_dist" train $A --max-steps 12 --threads 2 --dropout 0.2 --deterministic --checkpoint-dir det$r > log.det$r 2>&1 \
     || bad "determinism run $r: $(tail -1 log.det$r)"
 done
 h5diff det1/step-00000012.h5 det2/step-00000012.h5 /model > diff.out 2>&1 && ok "two identical runs give bitwise-equal parameters" \
