@@ -27,6 +27,7 @@
 #include "rnn_dist/device_communicator.h"
 #include "rnn_dist/error.h"
 #include "rnn_dist/h5.h"
+#include "rnn_dist/options.h"
 #include "rnn_dist/rank_errors.h"
 
 namespace po = boost::program_options;
@@ -532,41 +533,16 @@ int check(const CheckOptions& o, Topology& topo) {
 int cmd_check(const Args& args) {
   CheckOptions o;
   po::options_description desc = check_options(o);
-  std::string parse_error;  // reported after MPI start-up, so that it is printed once
-  try {
-    po::variables_map vm;
-    po::store(po::command_line_parser(args).options(desc).run(), vm);
-    if (vm.count("help")) {
-      std::cout << "usage: [mpirun -np N | srun] rnn_dist check [options]\n\n"
-                   "Checks what a training launch needs (GPU binding, MPI all-reduce, data files, checkpoint\n"
-                   "directory, threads vs cores) on every rank; exit 0 only when no check fails.\n\n"
-                << desc << "\n";
-      return 0;
-    }
-    if (vm.count("config")) {
-      const std::string path = vm["config"].as<std::string>();
-      std::ifstream f(path);
-      if (!f) throw InputError(cat("--config ", path, ": cannot open"));
-      try {
-        po::store(po::parse_config_file(f, desc, true), vm);
-      } catch (const po::error& e) {
-        throw InputError(cat("--config ", path, ": ", e.what()));
-      }
-    }
-    po::notify(vm);
-    // As in train: the environment gives --ranks-per-node's default.
-    if (vm["ranks-per-node"].defaulted())
-      if (const char* env = std::getenv("RNN_DIST_RANKS_PER_NODE")) {
-        char* end = nullptr;
-        o.ranks_per_node = static_cast<int>(std::strtol(env, &end, 10));
-        if (*env == '\0' || *end != '\0' || o.ranks_per_node < 0)
-          throw InputError(cat("RNN_DIST_RANKS_PER_NODE='", env, "' is not a rank count"));
-      }
-  } catch (const po::error& e) {
-    parse_error = e.what();
-  } catch (const InputError& e) {
-    parse_error = e.what();
+  // Train's config files work here: keys check does not know are skipped.
+  const ParsedOptions parsed = parse_options(args, desc, true, o.ranks_per_node);
+  if (parsed.help) {
+    std::cout << "usage: [mpirun -np N | srun] rnn_dist check [options]\n\n"
+                 "Checks what a training launch needs (GPU binding, MPI all-reduce, data files, checkpoint\n"
+                 "directory, threads vs cores) on every rank; exit 0 only when no check fails.\n\n"
+              << desc << "\n";
+    return 0;
   }
+  const std::string& parse_error = parsed.error;
   MpiEnvironment mpi(nullptr, nullptr);
   Topology topo = make_mpi_topology(parse_error.empty() ? o.ranks_per_node : 0);
   if (int rc = agree_on_errors(topo, [&] {

@@ -2,13 +2,12 @@
 // TrainerConfig, starts MPI and runs the training job (trainer.h).
 #include <boost/program_options.hpp>
 
-#include <cstdlib>
-#include <fstream>
 #include <iostream>
 
 #include "rnn_dist/commands.h"
 #include "rnn_dist/communicator.h"
 #include "rnn_dist/error.h"
+#include "rnn_dist/options.h"
 #include "rnn_dist/rank_errors.h"
 #include "rnn_dist/trainer.h"
 
@@ -69,41 +68,14 @@ po::options_description train_options(TrainerConfig& o) {
 int cmd_train(const Args& args) {
   TrainerConfig o;
   po::options_description desc = train_options(o);
-  po::variables_map vm;
-  std::string parse_error;  // reported after MPI start-up, so that it is printed once
-  try {
-    po::store(po::command_line_parser(args).options(desc).run(), vm);
-    if (vm.count("help")) {
-      std::cout << "usage: [mpirun -np N] rnn_dist train --train FILE [options]\n\n" << desc << "\n";
-      return 0;
-    }
-    if (vm.count("config")) {
-      // Stored after the command line, so options given there keep their command-line values.
-      const std::string path = vm["config"].as<std::string>();
-      std::ifstream in(path);
-      if (!in) throw InputError(cat("--config ", path, ": cannot open"));
-      try {
-        po::store(po::parse_config_file(in, desc), vm);
-      } catch (const po::error& e) {
-        throw InputError(cat("--config ", path, ": ", e.what()));
-      }
-    }
-    po::notify(vm);
-    if (vm["ranks-per-node"].defaulted())
-      if (const char* env = std::getenv("RNN_DIST_RANKS_PER_NODE")) {
-        char* end = nullptr;
-        o.ranks_per_node = static_cast<int>(std::strtol(env, &end, 10));
-        if (*env == '\0' || *end != '\0' || o.ranks_per_node < 0)
-          throw InputError(cat("RNN_DIST_RANKS_PER_NODE='", env, "' is not a rank count"));
-      }
-  } catch (const po::error& e) {
-    parse_error = e.what();
-  } catch (const InputError& e) {
-    parse_error = e.what();
+  const ParsedOptions parsed = parse_options(args, desc, false, o.ranks_per_node);
+  if (parsed.help) {
+    std::cout << "usage: [mpirun -np N] rnn_dist train --train FILE [options]\n\n" << desc << "\n";
+    return 0;
   }
+  const std::string& parse_error = parsed.error;
   MpiEnvironment mpi(nullptr, nullptr);
   Topology topo = make_mpi_topology(parse_error.empty() ? o.ranks_per_node : 0);
-  if (parse_error.empty() && o.ranks_per_node < 0) parse_error = "--ranks-per-node must not be negative";
   if (int rc = agree_on_errors(topo, [&] {
         if (!parse_error.empty()) throw InputError(parse_error);
         check_config(o);

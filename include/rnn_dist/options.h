@@ -1,0 +1,23 @@
+// Option parsing shared by the MPI subcommands (train, check): the command line, then an INI-style
+// --config file (the command line wins), then RNN_DIST_RANKS_PER_NODE as --ranks-per-node's default.
+#pragma once
+
+#include <boost/program_options.hpp>
+
+#include <string>
+
+#include "rnn_dist/commands.h"
+
+namespace rnn_dist {
+
+struct ParsedOptions {
+  bool help = false;  // --help was given: print the usage and exit 0
+  std::string error;  // a parse error, reported after MPI start-up so that it is printed once
+};
+
+// Parses into the variables desc is bound to. With config_ignores_unknown, keys of a --config file that
+// desc does not know are skipped (check reads train's config files); otherwise they are errors.
+ParsedOptions parse_options(const Args& args, const boost::program_options::options_description& desc,
+                            bool config_ignores_unknown, int& ranks_per_node);
+
+}  // namespace rnn_dist
