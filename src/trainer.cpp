@@ -438,7 +438,8 @@ int Trainer::run() {
                                                      mix_seed(mix_seed(c_.seed, pos_.step), topo_.world_rank()),
                                                      h, cs, h, cs);
       auto t2 = Clock::now();
-      // Gradients, loss sum, token count and any stop request in one all-reduce over the gradient buffer.
+      // Gradients, loss sum and token count in one all-reduce over the gradient buffer; then the stop
+      // requests (a signal on any rank stops every rank after this step).
       float totals[Model::kReduceSlots] = {static_cast<float>(loss_sum), static_cast<float>(batch.tokens())};
       backend.upload(model.grads().data() + n, totals, sizeof(totals));
       if (device_world_)
