@@ -198,6 +198,14 @@ void Trainer::setup() {
   model_->init(c_.seed);
   optimizer_ = std::make_unique<Optimizer>(*backend_, c_.optimizer, model_->num_params());
   schedule_ = std::make_unique<LrSchedule>(c_.schedule, c_.optimizer.lr, total_steps_);
+  // Every buffer a step touches lives on this rank's device: the classic multi-GPU failure, checked.
+  auto on_device = [&](const std::string& what, const Tensor& t) {
+    if (!(t.device() == backend_->device()))
+      throw Error(cat(what, " is on ", t.device().str(), ", not on this rank's device ", backend_->device().str()));
+  };
+  on_device("the parameters", model_->params());
+  on_device("the gradients", model_->grads());
+  for (const auto& [name, tensor] : optimizer_->state()) on_device(cat("optimizer state ", name), *tensor);
   state_.assign(2 * state_elems(), 0.0f);
   if (lead_ && !c_.metrics.empty()) {
     metrics_.open(c_.metrics, std::ios::app);
