@@ -28,7 +28,6 @@
 #include "rnn_dist/error.h"
 #include "rnn_dist/h5.h"
 #include "rnn_dist/options.h"
-#include "rnn_dist/rank_errors.h"
 
 namespace po = boost::program_options;
 
@@ -542,15 +541,8 @@ int cmd_check(const Args& args) {
               << desc << "\n";
     return 0;
   }
-  const std::string& parse_error = parsed.error;
-  MpiEnvironment mpi(nullptr, nullptr);
-  Topology topo = make_mpi_topology(parse_error.empty() ? o.ranks_per_node : 0);
-  if (int rc = agree_on_errors(topo, [&] {
-        if (!parse_error.empty()) throw InputError(parse_error);
-        validate(o);
-      }))
-    return rc;
-  return check(o, topo);
+  return run_mpi_command(parsed, o.ranks_per_node, [&] { validate(o); },
+                         [&](Topology& topo) { return check(o, topo); });
 }
 
 }  // namespace rnn_dist

@@ -5,10 +5,7 @@
 #include <iostream>
 
 #include "rnn_dist/commands.h"
-#include "rnn_dist/communicator.h"
-#include "rnn_dist/error.h"
 #include "rnn_dist/options.h"
-#include "rnn_dist/rank_errors.h"
 #include "rnn_dist/trainer.h"
 
 namespace po = boost::program_options;
@@ -73,15 +70,8 @@ int cmd_train(const Args& args) {
     std::cout << "usage: [mpirun -np N] rnn_dist train --train FILE [options]\n\n" << desc << "\n";
     return 0;
   }
-  const std::string& parse_error = parsed.error;
-  MpiEnvironment mpi(nullptr, nullptr);
-  Topology topo = make_mpi_topology(parse_error.empty() ? o.ranks_per_node : 0);
-  if (int rc = agree_on_errors(topo, [&] {
-        if (!parse_error.empty()) throw InputError(parse_error);
-        check_config(o);
-      }))
-    return rc;
-  return train(o, topo);
+  return run_mpi_command(parsed, o.ranks_per_node, [&] { check_config(o); },
+                         [&](Topology& topo) { return train(o, topo); });
 }
 
 }  // namespace rnn_dist

@@ -10,6 +10,7 @@
 
 #include "rnn_dist/backend.h"
 #include "rnn_dist/error.h"
+#include "rnn_dist/optimizer.h"
 #include "rnn_dist/random.h"
 
 extern "C" void openblas_set_num_threads(int);
@@ -236,10 +237,8 @@ class CpuBackend final : public Backend {
   }
   void adam_update(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1, float beta2,
                    float eps, float weight_decay, bool decoupled, int64_t step) override {
-    const double bc1 = 1.0 - std::pow(double{beta1}, double(step));
-    const double bc2 = 1.0 - std::pow(double{beta2}, double(step));
-    const float step_size = static_cast<float>(lr / bc1);
-    const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
+    const AdamScalars bias = adam_scalars(lr, beta1, beta2, step);
+    const float step_size = bias.step_size, inv_sqrt_bc2 = bias.inv_sqrt_bc2;
     each(n, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {
         float grad = g[i];

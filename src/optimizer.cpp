@@ -8,6 +8,12 @@
 
 namespace rnn_dist {
 
+AdamScalars adam_scalars(float lr, float beta1, float beta2, int64_t step) {
+  const double bc1 = 1.0 - std::pow(double{beta1}, double(step));
+  const double bc2 = 1.0 - std::pow(double{beta2}, double(step));
+  return {static_cast<float>(lr / bc1), static_cast<float>(1.0 / std::sqrt(bc2))};
+}
+
 Optimizer::Optimizer(Backend& backend, const OptimizerConfig& config, int64_t n)
     : backend_(backend), config_(config), n_(n) {
   if (config.kind != "sgd" && config.kind != "adam" && config.kind != "adamw")

@@ -1,10 +1,11 @@
-// Option parsing shared by the MPI subcommands (see options.h).
+// Option parsing and start-up shared by the MPI subcommands (see options.h).
 #include "rnn_dist/options.h"
 
 #include <cstdlib>
 #include <fstream>
 
 #include "rnn_dist/error.h"
+#include "rnn_dist/rank_errors.h"
 
 namespace po = boost::program_options;
 
@@ -46,6 +47,18 @@ ParsedOptions parse_options(const Args& args, const po::options_description& des
     out.error = e.what();
   }
   return out;
+}
+
+int run_mpi_command(const ParsedOptions& parsed, int ranks_per_node, const std::function<void()>& validate,
+                    const std::function<int(Topology&)>& run) {
+  MpiEnvironment mpi(nullptr, nullptr);
+  Topology topo = make_mpi_topology(parsed.error.empty() ? ranks_per_node : 0);
+  if (int rc = agree_on_errors(topo, [&] {
+        if (!parsed.error.empty()) throw InputError(parsed.error);
+        validate();
+      }))
+    return rc;
+  return run(topo);
 }
 
 }  // namespace rnn_dist

@@ -19,6 +19,13 @@ struct OptimizerConfig {
 // SGD:  d = g + wd*p; v = momentum*v + d (when momentum != 0, d = v); p -= lr*d
 // Adam: g += wd*p; m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g^2; p -= lr/(1-b1^t) * m / (sqrt(v/(1-b2^t)) + eps)
 // AdamW: as Adam, but the decay is p -= lr*wd*p, applied before the update and not through g.
+
+// Adam's bias corrections of step t (1-based), in the form every backend's update uses:
+// p -= step_size * m / (sqrt(v) * inv_sqrt_bc2 + eps), computed in double and rounded once, so backends agree.
+struct AdamScalars {
+  float step_size, inv_sqrt_bc2;
+};
+AdamScalars adam_scalars(float lr, float beta1, float beta2, int64_t step);
 class Optimizer {
  public:
   Optimizer(Backend& backend, const OptimizerConfig& config, int64_t n);

@@ -12,6 +12,7 @@
 #include "cuda_check.h"
 #include "kernels.h"
 #include "rnn_dist/error.h"
+#include "rnn_dist/optimizer.h"
 
 namespace rnn_dist::cuda {
 namespace {
@@ -221,11 +222,8 @@ class CudaBackend final : public Backend {
   }
   void adam_update(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1, float beta2,
                    float eps, float weight_decay, bool decoupled, int64_t step) override {
-    // The bias corrections exactly as CpuBackend::adam_update computes them.
-    const double bc1 = 1.0 - std::pow(double{beta1}, double(step));
-    const double bc2 = 1.0 - std::pow(double{beta2}, double(step));
-    const float step_size = static_cast<float>(lr / bc1);
-    const float inv_sqrt_bc2 = static_cast<float>(1.0 / std::sqrt(bc2));
+    const AdamScalars bias = adam_scalars(lr, beta1, beta2, step);
+    const float step_size = bias.step_size, inv_sqrt_bc2 = bias.inv_sqrt_bc2;
     CUDA_CHECK(launch_adam_update(p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, decoupled, step_size,
                                   inv_sqrt_bc2, stream_.s));
   }
