@@ -1,7 +1,9 @@
-// All-reduce micro-benchmark in the style of nccl-tests: flat and hierarchical sums over MPI, sizes from
-// --min-bytes to --max-bytes (doubling, plus an odd count that no local size divides), each result checked
-// against the exact sum, with algorithm and bus bandwidth (2(n-1)/n x bytes / time).
-//   mpirun -np N allreduce_bench [--ranks-per-node K] [--min-bytes B] [--max-bytes B] [--iters I]
+// All-reduce micro-benchmark in the style of nccl-tests: flat and hierarchical sums through the trainer's
+// allreduce_sum(), over MPI on host memory (--device cpu) or over NCCL on each rank's GPU (--device cuda),
+// sizes from --min-bytes to --max-bytes (doubling, plus an odd count that no local size divides), each
+// result checked against the exact sum, with algorithm and bus bandwidth (2(n-1)/n x bytes / time).
+//   mpirun -np N allreduce_bench [--device cpu|cuda] [--ranks-per-node K] [--min-bytes B] [--max-bytes B]
+//                                [--iters I]
 // Exit status 1 if any result is wrong.
 #include <chrono>
 #include <cmath>
@@ -10,16 +12,21 @@
 #include <string>
 #include <vector>
 
+#include "rnn_dist/backend.h"
 #include "rnn_dist/communicator.h"
+#include "rnn_dist/device_communicator.h"
+#include "rnn_dist/error.h"
 
 using namespace rnn_dist;
 
 int main(int argc, char** argv) {
   int ranks_per_node = 0, iters = 5;
+  std::string device = "cpu";
   long long min_bytes = 1024, max_bytes = 256ll << 20;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
-    if (a == "--ranks-per-node") ranks_per_node = std::atoi(argv[i + 1]);
+    if (a == "--device") device = argv[i + 1];
+    else if (a == "--ranks-per-node") ranks_per_node = std::atoi(argv[i + 1]);
     else if (a == "--min-bytes") min_bytes = std::atoll(argv[i + 1]);
     else if (a == "--max-bytes") max_bytes = std::atoll(argv[i + 1]);
     else if (a == "--iters") iters = std::atoi(argv[i + 1]);
@@ -28,40 +35,60 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (device != "cpu" && device != "cuda") {
+    std::fprintf(stderr, "allreduce_bench: --device: unknown device '%s' (cpu or cuda)\n", device.c_str());
+    return 2;
+  }
   MpiEnvironment mpi(&argc, &argv);
-  Topology topo = make_mpi_topology(ranks_per_node);
+  Topology mpi_topo = make_mpi_topology(ranks_per_node);
+  std::unique_ptr<Backend> backend;
+  Topology nccl_topo;
+  try {
+    if (device == "cuda") {
+      backend = make_backend(DeviceType::cuda, cuda_device_count() == 1 ? 0 : mpi_topo.local_rank(), 1);
+      nccl_topo = make_nccl_topology(mpi_topo, *backend);
+    } else {
+      backend = make_backend(DeviceType::cpu, 0, 1);
+    }
+  } catch (const Error& e) {
+    std::fprintf(stderr, "allreduce_bench: %s\n", e.what());
+    MpiEnvironment::abort(2);
+  }
+  // Sums go through `topo`; the benchmark's own bookkeeping (host values) through MPI.
+  Topology& topo = device == "cuda" ? nccl_topo : mpi_topo;
   const int n = topo.world_size(), rank = topo.world_rank();
   if (rank == 0)
-    std::printf("# %d ranks, %d node(s) of %d, float32 sums\n# %12s %12s %6s %10s %10s %10s %s\n", n, topo.num_nodes,
-                topo.local_size(), "bytes", "count", "algo", "time_us", "algbw_GB/s", "busbw_GB/s", "check");
+    std::printf("# %d ranks, %d node(s) of %d, float32 sums over %s\n# %12s %12s %6s %10s %10s %10s %s\n", n, topo.num_nodes,
+                topo.local_size(), device == "cuda" ? "NCCL" : "MPI", "bytes", "count", "algo", "time_us", "algbw_GB/s", "busbw_GB/s", "check");
   std::vector<long long> counts;
   for (long long b = min_bytes; b <= max_bytes; b *= 2) counts.push_back(b / 4);
   counts.push_back(min_bytes / 4 + 3);  // not divisible by any local size above 1 that divides min_bytes/4
   // Hierarchical needs equal nodes (the trainer refuses it otherwise); with unequal ones only flat runs.
   int64_t sizes[2] = {topo.local_size(), -topo.local_size()};
-  topo.world->allreduce_max(sizes, 2);
+  mpi_topo.world->allreduce_max(sizes, 2);
   std::vector<AllreduceAlgo> algos = {AllreduceAlgo::flat};
   if (sizes[0] == -sizes[1]) algos.push_back(AllreduceAlgo::hierarchical);
   else if (rank == 0) std::printf("# nodes of unequal size: hierarchical skipped\n");
   bool all_ok = true;
-  std::vector<float> data, scratch;
+  std::vector<float> host;
+  Tensor data(*backend, {0}), scratch(*backend, {0});
   for (long long count : counts) {
     for (AllreduceAlgo algo : algos) {
       // Values are small integers, so float sums are exact and the check can demand equality.
-      auto fill = [&] {
-        data.resize(count);
-        for (long long i = 0; i < count; ++i) data[i] = float((i * 7 + rank * 13) % 17);
-      };
-      fill();
+      host.resize(count);
+      for (long long i = 0; i < count; ++i) host[i] = float((i * 7 + rank * 13) % 17);
+      data.resize(count);
+      backend->upload(data.data(), host.data(), count * sizeof(float));
       allreduce_sum(topo, algo, data.data(), count, scratch);
+      backend->download(host.data(), data.data(), count * sizeof(float));
       bool ok = true;
       for (long long i = 0; i < count && ok; ++i) {
         double expect = 0;
         for (int r = 0; r < n; ++r) expect += double((i * 7 + r * 13) % 17);
-        ok = data[i] == float(expect);
+        ok = host[i] == float(expect);
       }
       int64_t bad = ok ? 0 : 1;
-      topo.world->allreduce_max(&bad, 1);
+      mpi_topo.world->allreduce_max(&bad, 1);
       all_ok = all_ok && bad == 0;
       topo.world->barrier();
       auto t0 = std::chrono::steady_clock::now();

@@ -141,7 +141,7 @@ int main(int argc, char** argv) try {
   auto global_tokens = [&](int k) { return cut.batches[size_t(k) * cut.batches.size() / size_t(o.steps)].tokens; };
 
   const int64_t n = model.num_params();
-  std::vector<float> scratch;
+  Tensor scratch(*backend, {0});
   auto train_step = [&](const Batch& b, double global, double& t_fwd, double& t_bwd, double& t_red, double& t_opt) {
     auto t0 = Clock::now();
     backend->zero(model.grads().data(), n);

@@ -242,9 +242,11 @@ Verdict check_allreduce(const CheckOptions& o, Topology& topo, const std::vector
   topo.cross->allreduce_sum(&sums[2], 1);
   // An element count the local size does not divide, so the hierarchical path pads.
   constexpr int kCount = 7;
+  auto host = make_backend(DeviceType::cpu, 0, 1);
   auto through = [&](AllreduceAlgo algo) {
-    std::vector<float> data(kCount), scratch;
+    std::vector<float> data(kCount);
     for (int i = 0; i < kCount; ++i) data[i] = static_cast<float>(me * (i + 1));
+    Tensor scratch(*host, {0});
     allreduce_sum(topo, algo, data.data(), kCount, scratch);
     for (int i = 0; i < kCount; ++i)
       if (data[i] != static_cast<float>(world * (world + 1) / 2 * (i + 1))) return cat("element ", i, " = ", data[i]);
@@ -318,18 +320,26 @@ Verdict check_nccl(const CheckOptions& o, Topology& topo, const std::vector<Fiel
     result = cat("GPU set-up: ", e.what());
   }
   const std::vector<std::string> ready = topo.world->allgather_strings(result);
+  // Hierarchical too where the trainer allows it (nodes of equal size); the count is one no local size
+  // above 1 divides, so its padding is exercised.
+  int64_t sizes[2] = {topo.local_size(), -topo.local_size()};
+  topo.world->allreduce_max(sizes, 2);
+  std::vector<AllreduceAlgo> algos = {AllreduceAlgo::flat};
+  if (sizes[0] == -sizes[1]) algos.push_back(AllreduceAlgo::hierarchical);
   if (std::all_of(ready.begin(), ready.end(), [](const std::string& r) { return r == "ok"; })) {
     try {
-      std::unique_ptr<Communicator> nccl = make_nccl_communicator(*topo.world, *backend, 60);
-      std::vector<float> data(kCount);
-      for (int i = 0; i < kCount; ++i) data[i] = static_cast<float>((topo.world_rank() + 1) * (i + 1));
-      void* device = backend->allocate(sizeof(float) * kCount);
-      backend->upload(device, data.data(), sizeof(float) * kCount);
-      nccl->allreduce_sum(static_cast<float*>(device), kCount);
-      backend->download(data.data(), device, sizeof(float) * kCount);
-      backend->deallocate(device);
-      for (int i = 0; i < kCount && result == "ok"; ++i)
-        if (data[i] != static_cast<float>(world * (world + 1) / 2 * (i + 1))) result = cat("element ", i, " = ", data[i]);
+      Topology nccl = make_nccl_topology(topo, *backend, 60);
+      Tensor device(*backend, {kCount}), scratch(*backend, {0});
+      for (AllreduceAlgo algo : algos) {
+        std::vector<float> data(kCount);
+        for (int i = 0; i < kCount; ++i) data[i] = static_cast<float>((topo.world_rank() + 1) * (i + 1));
+        backend->upload(device.data(), data.data(), sizeof(float) * kCount);
+        allreduce_sum(nccl, algo, device.data(), kCount, scratch);
+        backend->download(data.data(), device.data(), sizeof(float) * kCount);
+        for (int i = 0; i < kCount && result == "ok"; ++i)
+          if (data[i] != static_cast<float>(world * (world + 1) / 2 * (i + 1)))
+            result = cat(algo == AllreduceAlgo::flat ? "flat" : "hierarchical", ": element ", i, " = ", data[i]);
+      }
     } catch (const Error& e) {
       result = e.what();
     }
@@ -342,7 +352,8 @@ Verdict check_nccl(const CheckOptions& o, Topology& topo, const std::vector<Fiel
   if (!problems.empty())
     return fail("nccl-allreduce", summarise(problems),
                 "run with NCCL_DEBUG=INFO and check NCCL_SOCKET_IFNAME / NCCL_IB_HCA (jobs/train_multinode.sbatch lists them)");
-  return pass("nccl-allreduce", cat("NCCL all-reduce over ", world, " GPU(s) gives the same exact sums as MPI"));
+  return pass("nccl-allreduce", cat("NCCL all-reduce (flat", sizes[0] == -sizes[1] ? " and hierarchical" : "", ") over ",
+                                    world, " GPU(s) gives the same exact sums as MPI"));
 }
 
 // What one rank found about the data files: the kind of problem ("" = none) and its message.

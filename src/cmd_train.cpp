@@ -48,6 +48,7 @@ po::options_description train_options(TrainerConfig& o) {
       ("resume", po::value(&o.resume)->implicit_value("auto"), "continue from the newest checkpoint in --checkpoint-dir; --resume (=auto) starts fresh, with a notice, when there is none, --resume=require fails")
       ("init-from", po::value(&o.init_from), "start from this checkpoint's parameters with a fresh optimizer (--resume wins when it finds a checkpoint)")
       ("max-bad-steps", po::value(&o.max_bad_steps)->default_value(10), "stop after this many consecutive steps with a non-finite loss or gradient norm (each is skipped)")
+      ("comm-timeout", po::value(&o.comm_timeout)->default_value(300), "seconds a GPU collective (NCCL) may take before the communicator is aborted and the job ends, instead of hanging")
       ("threads", po::value(&o.threads)->default_value(1), "CPU threads per rank")
       ("seed", po::value(&o.seed)->default_value(1), "seed of initialisation, shuffling and dropout")
       ("log-every", po::value(&o.log_every)->default_value(10), "steps between progress lines")

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "rnn_dist/backend.h"
 #include "rnn_dist/error.h"
 
 namespace rnn_dist {
@@ -184,7 +185,7 @@ Topology make_single_process_topology() {
   return t;
 }
 
-void allreduce_sum(Topology& topo, AllreduceAlgo algo, float* data, int64_t n, std::vector<float>& scratch) {
+void allreduce_sum(Topology& topo, AllreduceAlgo algo, float* data, int64_t n, Tensor& scratch) {
   if (topo.world_size() == 1) return;
   if (algo == AllreduceAlgo::flat) {
     topo.world->allreduce_sum(data, n);
@@ -193,13 +194,14 @@ void allreduce_sum(Topology& topo, AllreduceAlgo algo, float* data, int64_t n, s
   // Counts are padded to a multiple of the local size so every rank owns an equal slice.
   const int local = topo.local_size();
   const int64_t chunk = (n + local - 1) / local;
-  scratch.resize(static_cast<size_t>(chunk * local));
-  std::copy(data, data + n, scratch.begin());
-  std::fill(scratch.begin() + n, scratch.end(), 0.0f);
+  Backend& backend = scratch.backend();
+  scratch.resize(chunk * local);
+  backend.copy(scratch.data(), data, static_cast<size_t>(n) * sizeof(float));
+  backend.zero(scratch.data() + n, chunk * local - n);
   topo.node->reduce_scatter_sum(scratch.data(), chunk);
   topo.cross->allreduce_sum(scratch.data() + topo.local_rank() * chunk, chunk);
   topo.node->allgather(scratch.data(), chunk);
-  std::copy(scratch.begin(), scratch.begin() + n, data);
+  backend.copy(data, scratch.data(), static_cast<size_t>(n) * sizeof(float));
 }
 
 }  // namespace rnn_dist

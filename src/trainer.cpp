@@ -152,7 +152,11 @@ class Trainer {
   int64_t local_columns_ = 0, first_column_ = 0;  // stream mode
   int device_index_ = 0;
   std::unique_ptr<Backend> backend_;
-  std::unique_ptr<Communicator> device_world_;  // NCCL over the world when the gradients are on GPUs
+  // The gradients' all-reduce runs over topo_ (MPI, host memory) or, when they are on GPUs, over its NCCL
+  // mirror nccl_topo_; scratch_ is the hierarchical algorithm's padded copy on the same device.
+  Topology nccl_topo_;
+  Topology* reduce_topo_ = nullptr;
+  Tensor scratch_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
@@ -255,8 +259,6 @@ void Trainer::check_ranks_agree() {
   if (c_.allreduce == "hierarchical" && v[2] != -v[3])
     throw InputError("--allreduce hierarchical needs the same number of ranks on every node");
   if (v[4] != -v[5]) throw InputError("--device auto chose a GPU on some ranks and the CPU on others: set --device");
-  if (cuda && c_.allreduce == "hierarchical" && topo_.world_size() > 1)
-    throw InputError("--allreduce hierarchical is not implemented over NCCL yet: use --allreduce flat on GPUs");
   if (cuda) {
     // Two ranks of a node on one GPU (each sees a single GPU, but the same one) would compete for it.
     const std::vector<std::string> names = topo_.node->allgather_strings(backend_->device_name());
@@ -268,7 +270,9 @@ void Trainer::check_ranks_agree() {
                                "visible GPU)"));
   }
   // On GPUs the gradients live in device memory: they are summed by NCCL, bootstrapped over MPI.
-  if (cuda) device_world_ = make_nccl_communicator(*topo_.world, *backend_);
+  if (cuda) nccl_topo_ = make_nccl_topology(topo_, *backend_, c_.comm_timeout);
+  reduce_topo_ = cuda ? &nccl_topo_ : &topo_;
+  scratch_ = Tensor(*backend_, {0});
   if (c_.verbose) {
     const Device d = backend_->device();
     const std::vector<std::string> lines = topo_.world->allgather_strings(
@@ -421,7 +425,6 @@ int Trainer::run() {
   Backend& backend = *backend_;
   const int64_t n = model.num_params();
   const AllreduceAlgo algo = c_.allreduce == "flat" ? AllreduceAlgo::flat : AllreduceAlgo::hierarchical;
-  std::vector<float> scratch;
   float* h = c_.batching == "stream" ? state_.data() : nullptr;
   float* cs = c_.batching == "stream" ? state_.data() + state_elems() : nullptr;
   start_ = last_log_ = Clock::now();
@@ -450,10 +453,11 @@ int Trainer::run() {
       // requests (a signal on any rank stops every rank after this step).
       float totals[Model::kReduceSlots] = {static_cast<float>(loss_sum), static_cast<float>(batch.tokens())};
       backend.upload(model.grads().data() + n, totals, sizeof(totals));
-      if (device_world_)
-        device_world_->allreduce_sum(model.grads().data(), n + Model::kReduceSlots);
-      else
-        allreduce_sum(topo_, algo, model.grads().data(), n + Model::kReduceSlots, scratch);
+      try {
+        allreduce_sum(*reduce_topo_, algo, model.grads().data(), n + Model::kReduceSlots, scratch_);
+      } catch (const Error& e) {
+        throw Error(cat("step ", pos_.step + 1, ": ", e.what()));
+      }
       backend.download(totals, model.grads().data() + n, sizeof(totals));
       int64_t stop = g_stop_signal;
       topo_.world->allreduce_max(&stop, 1);
@@ -539,6 +543,7 @@ void check_config(const TrainerConfig& c) {
   positive("keep", c.keep);
   positive("log-every", c.log_every);
   positive("max-bad-steps", c.max_bad_steps);
+  if (!(c.comm_timeout > 0)) throw InputError(cat("--comm-timeout must be > 0 seconds, got ", c.comm_timeout));
   positive("bptt", c.bptt);
   if (c.batch.batch_tokens == 0 || c.batching == "stream") positive("batch-size", c.batch.batch_size);
   if (c.batch.batch_tokens < 0) throw InputError("--batch-tokens must not be negative");

@@ -4,6 +4,8 @@
 // identity there. (The MPI implementation is not covered here: it needs a test program run under mpirun.)
 #include "rnn_dist/communicator.h"
 
+#include "rnn_dist/backend.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -72,12 +74,13 @@ TEST(SingleProcessTopology, OneRankOnOneNode) {
 
 TEST(SingleProcessTopology, AllreduceIsIdentityForBothAlgorithms) {
   Topology topo = make_single_process_topology();
+  auto backend = make_backend(DeviceType::cpu, 0, 1);
   for (AllreduceAlgo algo : {AllreduceAlgo::flat, AllreduceAlgo::hierarchical}) {
     for (int n : {0, 1, 7, 1000}) {
       SCOPED_TRACE(testing::Message() << (algo == AllreduceAlgo::flat ? "flat" : "hierarchical") << " n " << n);
       const auto expected = ramp(n);
       auto data = expected;
-      std::vector<float> scratch;
+      Tensor scratch(*backend, {0});
       allreduce_sum(topo, algo, data.data(), n, scratch);
       EXPECT_EQ(data, expected);
     }

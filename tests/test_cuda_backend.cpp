@@ -408,5 +408,28 @@ TEST_F(CudaBackendTest, NcclSingleRank) {
 #endif
 }
 
+// The NCCL mirror of a topology: node-level and cross-node communicators split from the world one (a
+// single rank here, so the sums are identities, but ncclCommSplit and the rank checks run).
+TEST_F(CudaBackendTest, NcclTopologySingleRank) {
+#if defined(RNN_DIST_HAVE_CUDA)
+  Topology mpi = make_single_process_topology();
+  Topology nccl = make_nccl_topology(mpi, *gpu_);
+  EXPECT_EQ(nccl.world_size(), 1);
+  EXPECT_EQ(nccl.local_size(), 1);
+  EXPECT_EQ(nccl.cross->size(), 1);
+  EXPECT_EQ(nccl.host, mpi.host);
+  const auto host = random_floats(1001, 51);
+  DeviceVector<float> data(*gpu_, host);
+  Tensor scratch(*gpu_, {0});
+  for (AllreduceAlgo algo : {AllreduceAlgo::flat, AllreduceAlgo::hierarchical})
+    allreduce_sum(nccl, algo, data.get(), 1001, scratch);
+  nccl.node->reduce_scatter_sum(data.get(), 1001);
+  nccl.cross->allreduce_sum(data.get(), 1001);
+  EXPECT_EQ(data.host(), host);
+#else
+  GTEST_SKIP() << "no GPU path in this build";
+#endif
+}
+
 }  // namespace
 }  // namespace rnn_dist

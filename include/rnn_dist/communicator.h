@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "rnn_dist/tensor.h"
+
 namespace rnn_dist {
 
 class Communicator {
@@ -15,7 +17,8 @@ class Communicator {
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  // In-place sums over all ranks (host memory for the CPU backend).
+  // In-place collectives over all ranks, on host memory (MPI) or on the device memory of one backend
+  // (NCCL, device_communicator.h).
   virtual void allreduce_sum(float* data, int64_t n) = 0;
   virtual void allreduce_sum(double* data, int64_t n) = 0;
   virtual void allreduce_max(int64_t* data, int64_t n) = 0;
@@ -29,7 +32,8 @@ class Communicator {
 // The one-process stand-in: every collective is the identity.
 std::unique_ptr<Communicator> make_single_process_communicator();
 
-// Where this rank sits, and the communicators derived from it.
+// Where this rank sits, and the communicators derived from it: over MPI (make_mpi_topology), or over NCCL
+// on a GPU (make_nccl_topology in device_communicator.h).
 struct Topology {
   std::unique_ptr<Communicator> world;
   std::unique_ptr<Communicator> node;   // ranks of this node
@@ -65,7 +69,9 @@ std::string mpi_library_version();
 
 enum class AllreduceAlgo { flat, hierarchical };
 // Sums data over the world, either with one all-reduce or hierarchically: reduce-scatter within the
-// node, all-reduce of each slice across nodes, all-gather within the node. `scratch` grows as needed.
-void allreduce_sum(Topology& topo, AllreduceAlgo algo, float* data, int64_t n, std::vector<float>& scratch);
+// node, all-reduce of each slice across nodes, all-gather within the node. The one implementation for
+// MPI and NCCL topologies: `scratch` is a tensor of the backend that holds `data` (host memory for MPI,
+// the GPU for NCCL); the hierarchical algorithm pads the count to a multiple of the local size in it.
+void allreduce_sum(Topology& topo, AllreduceAlgo algo, float* data, int64_t n, Tensor& scratch);
 
 }  // namespace rnn_dist

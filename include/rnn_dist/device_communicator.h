@@ -1,5 +1,5 @@
-// Collectives over GPU memory: a Communicator whose data pointers are device memory of a CUDA backend,
-// implemented with NCCL (src/cuda/nccl_communicator.cpp; in a build without the GPU path the factory
+// Collectives over GPU memory: a Communicator whose data pointers are device memory of a CUDA backend, and
+// a Topology of such communicators, implemented with NCCL (src/cuda/nccl_communicator.cpp; in a build without the GPU path the factory
 // throws, src/stub/nccl_unavailable.cpp). No CUDA header here: the CPU-only build includes it too.
 #pragma once
 
@@ -22,5 +22,11 @@ namespace rnn_dist {
 // Throws Error if `backend` is not a CUDA backend.
 std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap, Backend& backend,
                                                      double timeout_seconds = 300);
+
+// The NCCL mirror of an MPI topology, for allreduce_sum() over device memory: the world communicator as
+// above, and the node-level and cross-node communicators split from it with ncclCommSplit, with the same
+// members and rank order as mpi.node and mpi.cross (which bootstrap their barrier() and
+// allgather_strings(); `mpi` must outlive the result). Collective over mpi.world.
+Topology make_nccl_topology(Topology& mpi, Backend& backend, double timeout_seconds = 300);
 
 }  // namespace rnn_dist

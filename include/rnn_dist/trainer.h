@@ -26,6 +26,7 @@ struct TrainerConfig {
   float clip_norm = 0;
   int64_t epochs = 1, max_steps = 0, save_every = 0, log_every = 10, max_bad_steps = 10;
   int keep = 3, threads = 1, ranks_per_node = 0;
+  double comm_timeout = 300;  // seconds a GPU collective may take before the job is ended
   bool verbose = false;  // one placement line per rank
   bool deterministic = false;  // the CPU backend always is; refused on GPUs until they are
   std::string resume;  // "" (off), "auto" (fresh start when there is no checkpoint) or "require"

@@ -1,5 +1,6 @@
-// NcclCommunicator: the Communicator of device memory (see device_communicator.h). The NCCL id travels
-// over the bootstrap (MPI) communicator; collectives are enqueued on the backend's stream, so they are
+// NcclCommunicator: the Communicator of device memory, and the NCCL topology (see device_communicator.h).
+// The NCCL id travels over the bootstrap (MPI) communicator, and the node-level and cross-node
+// communicators are split from the world one; collectives are enqueued on the backend's stream, so they are
 // ordered after the kernels that produced their data, and waited for by polling with a deadline (the
 // watchdog), so that a lost peer ends this rank with a message instead of a hang.
 #include <chrono>
@@ -22,6 +23,20 @@ class NcclCommunicator final : public Communicator {
     bootstrap.broadcast(&id, sizeof(id), 0);
     CUDA_CHECK(cudaSetDevice(ctx.device));
     NCCL_CHECK(ncclCommInitRank(&comm_, bootstrap.size(), id, bootstrap.rank()));
+    CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+  }
+  // The ranks of `parent` with this color, ordered by key (collective over parent); `bootstrap` is the
+  // MPI communicator of the same ranks in the same order, which is checked.
+  NcclCommunicator(NcclCommunicator& parent, Communicator& bootstrap, int color, int key)
+      : bootstrap_(bootstrap), ctx_(parent.ctx_), timeout_(parent.timeout_) {
+    CUDA_CHECK(cudaSetDevice(ctx_.device));
+    NCCL_CHECK(ncclCommSplit(parent.live(), color, key, &comm_, nullptr));
+    int rank = -1, count = 0;
+    NCCL_CHECK(ncclCommUserRank(comm_, &rank));
+    NCCL_CHECK(ncclCommCount(comm_, &count));
+    if (rank != bootstrap.rank() || count != bootstrap.size())
+      throw Error(cat("ncclCommSplit gave rank ", rank, " of ", count, " where MPI has ", bootstrap.rank(), " of ",
+                      bootstrap.size(), " (", cuda::where(), ")"));
     CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
   }
   ~NcclCommunicator() override {
@@ -121,6 +136,20 @@ std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap, Ba
   if (!ctx)
     throw Error(cat("NCCL communicator: the backend is on ", backend.device().str(), ", not a CUDA device"));
   return std::make_unique<NcclCommunicator>(bootstrap, *ctx, timeout_seconds);
+}
+
+Topology make_nccl_topology(Topology& mpi, Backend& backend, double timeout_seconds) {
+  Topology t;
+  t.host = mpi.host;
+  t.node_index = mpi.node_index;
+  t.num_nodes = mpi.num_nodes;
+  auto world = make_nccl_communicator(*mpi.world, backend, timeout_seconds);
+  auto& parent = static_cast<NcclCommunicator&>(*world);
+  // Keys are world ranks, as in make_mpi_topology's splits, so the rank order matches MPI's.
+  t.node = std::make_unique<NcclCommunicator>(parent, *mpi.node, mpi.node_index, mpi.world_rank());
+  t.cross = std::make_unique<NcclCommunicator>(parent, *mpi.cross, mpi.local_rank(), mpi.world_rank());
+  t.world = std::move(world);
+  return t;
 }
 
 }  // namespace rnn_dist
