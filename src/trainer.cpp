@@ -195,7 +195,9 @@ void Trainer::setup() {
   total_steps_ = source_->steps_per_epoch() * c_.epochs;
   if (c_.max_steps > 0) total_steps_ = std::min(total_steps_, c_.max_steps);
 
-  backend_ = make_backend(choose_device(), device_index_, c_.threads);
+  const DeviceType device = choose_device();
+  backend_ = make_backend(device, device_index_, c_.threads,
+                          device == DeviceType::cuda && c_.tf32 ? MathMode::tf32 : MathMode::fp32);
   ModelConfig mc = c_.model;
   mc.vocab = train_->vocab_size();
   model_ = std::make_unique<Model>(*backend_, mc);
@@ -231,7 +233,9 @@ void Trainer::setup() {
 DeviceType Trainer::choose_device() {
   const int gpus = cuda_device_count();
   if (c_.device == "cpu" || (c_.device == "auto" && gpus == 0)) {
-    if (c_.device == "auto" && lead_) std::cout << "--device auto: no usable GPU, training on the CPU" << std::endl;
+    if (c_.device == "auto" && lead_)
+      std::cout << "--device auto: no usable GPU, training on the CPU" << (c_.tf32 ? " (in fp32: --tf32 is ignored)" : "")
+                << std::endl;
     return DeviceType::cpu;
   }
   // One rank per GPU: with one visible GPU per rank (srun --gpus-per-task=1) it is device 0, otherwise
@@ -278,7 +282,7 @@ void Trainer::check_ranks_agree() {
     const std::vector<std::string> lines = topo_.world->allgather_strings(
         cat("rank ", topo_.world_rank(), "/", topo_.world_size(), " (local ", topo_.local_rank(), "/",
             topo_.local_size(), ") on ", topo_.host, ": ", backend_->device_name(),
-            d.type == DeviceType::cpu ? cat(", ", c_.threads, " thread(s)") : ""));
+            d.type == DeviceType::cpu ? cat(", ", c_.threads, " thread(s)") : c_.tf32 ? ", TF32 matrix products" : ""));
     if (lead_)
       for (const std::string& l : lines) std::cout << "placement: " << l << std::endl;
   }
@@ -543,6 +547,7 @@ void check_config(const TrainerConfig& c) {
   positive("keep", c.keep);
   positive("log-every", c.log_every);
   positive("max-bad-steps", c.max_bad_steps);
+  if (c.tf32 && c.device == "cpu") throw InputError("--tf32 is a GPU math mode: drop it, or use --device cuda|auto");
   if (!(c.comm_timeout > 0)) throw InputError(cat("--comm-timeout must be > 0 seconds, got ", c.comm_timeout));
   positive("bptt", c.bptt);
   if (c.batch.batch_tokens == 0 || c.batching == "stream") positive("batch-size", c.batch.batch_size);

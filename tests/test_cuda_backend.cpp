@@ -354,6 +354,23 @@ TEST_F(CudaBackendTest, ModelLossAndGradientsMatchTheCpu) {
   EXPECT_NEAR(mg.evaluate(batch), mc.evaluate(batch), kRtol * std::fabs(lc));
 }
 
+// --tf32: matrix products round their inputs to a 10-bit mantissa, so the model agrees with the CPU to
+// about 1e-3 relative instead of float rounding.
+TEST_F(CudaBackendTest, Tf32ModelTracksTheCpu) {
+  auto tf32 = make_backend(DeviceType::cuda, 0, 1, MathMode::tf32);
+  const ModelConfig config = model_config();
+  Model mc(*cpu_, config), mt(*tf32, config);
+  mc.init(42);
+  mt.init(42);
+  const Batch batch = random_batch({9, 7, 7, 4, 2}, config.vocab, 33);
+  const float scale = 1.0f / static_cast<float>(batch.tokens());
+  const double lc = mc.forward_backward(batch, scale, 7);
+  const double lt = mt.forward_backward(batch, scale, 7);
+  EXPECT_NEAR(lt, lc, 1e-2 * std::fabs(lc));
+  const auto gc = named(mc, grads_of(mc)), gt = named(mt, grads_of(mt));
+  for (const auto& [name, v] : gc) expect_close(gt.at(name), v, "TF32 grad " + name, 3e-2);
+}
+
 TEST_F(CudaBackendTest, SgdStepsTrackTheCpu) {
   const ModelConfig config = model_config();
   Model mc(*cpu_, config), mg(*gpu_, config);

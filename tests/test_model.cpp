@@ -60,6 +60,12 @@ TEST(Model, MakeBatchIsTimeMajor) {
   EXPECT_THROW(make_batch({1, 2, 3, 4}, {3}), Error);     // lengths do not add up
 }
 
+// TF32 is a GPU math mode: the CPU backend refuses it rather than silently computing in fp32.
+TEST(Backend, CpuRefusesTf32) {
+  EXPECT_THROW(make_backend(DeviceType::cpu, 0, 1, MathMode::tf32), Error);
+  EXPECT_EQ(make_backend(DeviceType::cpu, 0, 1, MathMode::fp32)->device(), (Device{DeviceType::cpu, 0}));
+}
+
 TEST(Model, ParamSlicesNamesShapesAndLayout) {
   auto backend = make_backend(DeviceType::cpu, 0, 1);
   Model m(*backend, small_config());

@@ -82,14 +82,20 @@ class Backend {
   virtual std::unique_ptr<Lstm> make_lstm(const LstmShape& shape) = 0;
 };
 
+// How a GPU computes fp32 matrix products (cuBLAS and cuDNN's LSTM): plain fp32, equal to the CPU backend
+// up to rounding; or TF32 tensor cores (inputs rounded to a 10-bit mantissa, fp32 accumulation), faster
+// and about 1e-3 relative. The CPU backend is always fp32.
+enum class MathMode { fp32, tf32 };
+
 // The backend of this rank: device "cpu", or "cuda" bound to GPU local_rank (fails clearly when the
-// build has no GPU path or the rank has no GPU). threads sets the CPU thread count (BLAS and kernels).
-std::unique_ptr<Backend> make_backend(DeviceType type, int local_rank, int threads);
+// build has no GPU path or the rank has no GPU). threads sets the CPU thread count (BLAS and kernels);
+// math applies to "cuda" (asking the CPU for TF32 throws Error).
+std::unique_ptr<Backend> make_backend(DeviceType type, int local_rank, int threads, MathMode math = MathMode::fp32);
 
 // The implementations behind make_backend: the CPU one always; the CUDA one from src/cuda/ in a build
 // with the GPU path, otherwise from src/stub/ (it then explains that the build has no GPU path).
 std::unique_ptr<Backend> make_cpu_backend(int threads);
-std::unique_ptr<Backend> make_cuda_backend(int local_rank);
+std::unique_ptr<Backend> make_cuda_backend(int local_rank, MathMode math);
 
 // Number of usable GPUs (0 in a build without the GPU path or without a driver).
 int cuda_device_count();

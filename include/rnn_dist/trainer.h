@@ -28,6 +28,7 @@ struct TrainerConfig {
   int keep = 3, threads = 1, ranks_per_node = 0;
   double comm_timeout = 300;  // seconds a GPU collective may take before the job is ended
   bool verbose = false;  // one placement line per rank
+  bool tf32 = false;     // GPU matrix products in TF32 (MathMode::tf32)
   bool deterministic = false;  // the CPU backend always is; refused on GPUs until they are
   std::string resume;  // "" (off), "auto" (fresh start when there is no checkpoint) or "require"
   uint64_t seed = 1;

@@ -50,8 +50,9 @@ int checked_int(int64_t v, const char* what) {
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(int local_rank) {
+  CudaBackend(int local_rank, MathMode math) {
     ctx_.device = local_rank;
+    ctx_.math = math;
     // Binds this thread to its GPU before anything is created on a device (else it would land on GPU 0).
     CUDA_CHECK(cudaSetDevice(local_rank));
     cudaDeviceProp prop{};
@@ -69,8 +70,8 @@ class CudaBackend final : public Backend {
     ctx_.stream = stream_.s;
     CUBLAS_CHECK(cublasCreate(&cublas_.h));
     CUBLAS_CHECK(cublasSetStream(cublas_.h, stream_.s));
-    // Plain fp32 GEMMs (no TF32), so that results match the CPU backend to float rounding.
-    CUBLAS_CHECK(cublasSetMathMode(cublas_.h, CUBLAS_DEFAULT_MATH));
+    // Plain fp32 GEMMs match the CPU backend to float rounding; TF32 only when asked for.
+    CUBLAS_CHECK(cublasSetMathMode(cublas_.h, math == MathMode::tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
     ctx_.cublas = cublas_.h;
     CUDNN_CHECK(cudnnCreate(&cudnn_.h));
     CUDNN_CHECK(cudnnSetStream(cudnn_.h, stream_.s));
@@ -248,7 +249,9 @@ class CudaBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> create_backend(int local_rank) { return std::make_unique<CudaBackend>(local_rank); }
+std::unique_ptr<Backend> create_backend(int local_rank, MathMode math) {
+  return std::make_unique<CudaBackend>(local_rank, math);
+}
 
 const Context* context_of(const Backend& backend) {
   const auto* cuda = dynamic_cast<const CudaBackend*>(&backend);

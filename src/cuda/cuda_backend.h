@@ -19,10 +19,11 @@ struct Context {
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
   cudnnHandle_t cudnn = nullptr;
+  MathMode math = MathMode::fp32;  // of cuBLAS (set on the handle) and of cuDNN's LSTM (its descriptor)
 };
 
 // The backend on GPU local_rank (make_cuda_backend checks first that the GPU exists).
-std::unique_ptr<Backend> create_backend(int local_rank);
+std::unique_ptr<Backend> create_backend(int local_rank, MathMode math);
 
 // The context of a backend made by create_backend(); nullptr for any other backend.
 const Context* context_of(const Backend& backend);

@@ -44,7 +44,7 @@ std::string gpu_runtime_versions() {
              cudnn % 10000 / 100, ".", cudnn % 100, ", NCCL ", nccl / 10000, ".", nccl % 10000 / 100, ".", nccl % 100);
 }
 
-std::unique_ptr<Backend> make_cuda_backend(int local_rank) {
+std::unique_ptr<Backend> make_cuda_backend(int local_rank, MathMode math) {
   const int visible = cuda_device_count();
   if (local_rank < 0 || local_rank >= visible) {
     const char* devices = std::getenv("CUDA_VISIBLE_DEVICES");
@@ -52,7 +52,7 @@ std::unique_ptr<Backend> make_cuda_backend(int local_rank) {
                          visible, " visible, CUDA_VISIBLE_DEVICES=", devices ? devices : "(unset)",
                          "); start at most ", visible, " ranks per node, one per GPU"));
   }
-  return cuda::create_backend(local_rank);
+  return cuda::create_backend(local_rank, math);
 }
 
 }  // namespace rnn_dist

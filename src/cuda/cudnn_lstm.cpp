@@ -143,7 +143,8 @@ class CudnnLstm final : public Lstm {
     CUDNN_CHECK(cudnnSetRNNDescriptor_v8(
         rnn_.get(), CUDNN_RNN_ALGO_STANDARD, CUDNN_LSTM, CUDNN_RNN_DOUBLE_BIAS, CUDNN_UNIDIRECTIONAL,
         CUDNN_LINEAR_INPUT, CUDNN_DATA_FLOAT, CUDNN_DATA_FLOAT,
-        CUDNN_FMA_MATH,  // fp32 without TF32 tensor cores: results comparable with the CPU backend
+        // FMA: fp32 without TF32 tensor cores, comparable with the CPU backend; DEFAULT lets cuDNN use TF32.
+        ctx_.math == MathMode::tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH,
         shape_.input, shape_.hidden, shape_.hidden /* projSize = hidden: no projection */, shape_.layers,
         dropout_.get(), CUDNN_RNN_PADDED_IO_DISABLED));
   }

@@ -10,7 +10,7 @@ GpuInfo cuda_device_info(int) { throw Error("this build has no GPU path"); }
 
 std::string gpu_runtime_versions() { return "none (built without CUDA)"; }
 
-std::unique_ptr<Backend> make_cuda_backend(int) {
+std::unique_ptr<Backend> make_cuda_backend(int, MathMode) {
   throw InputError(
       "--device cuda: this build has no GPU path (reconfigure with -DRNN_DIST_CUDA=ON on a machine with CUDA, "
       "cuDNN >= 9 and NCCL >= 2.18)");

@@ -130,7 +130,7 @@ for opt in "--train data/train.h5 --layers -3" "--train data/train.h5 --optimize
            "--train data/train.h5 --momentum -0.5" "--train data/train.h5 --eps 0" "--train data/train.h5 --save-every 5" \
            "--train data/train.h5 --batching stream --batch-tokens 100" "--train data/train.h5 --resume=maybe --checkpoint-dir x" \
            "--train data/train.h5 --metrics /proc/nope.jsonl" "--train data/train.h5 --init-from nothere.h5" \
-           "--train data/train.h5 --comm-timeout 0"; do
+           "--train data/train.h5 --comm-timeout 0" "--train data/train.h5 --device cpu --tf32"; do
   "$BUILD/rnn_dist" train $B $opt > out 2> err
   rc=$?
   [ $rc -eq 2 ] && [ "$(wc -l < err)" -eq 1 ] && ok "'$opt' -> exit 2: $(cat err)" || bad "'$opt' -> exit $rc: $(cat err)"
