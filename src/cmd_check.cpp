@@ -28,47 +28,34 @@
 #include "rnn_dist/error.h"
 #include "rnn_dist/h5.h"
 #include "rnn_dist/options.h"
+#include "rnn_dist/trainer.h"
 
 namespace po = boost::program_options;
 
 namespace rnn_dist {
 namespace {
 
+// train's options that the checks read, in train's own configuration (validated by the same function).
 struct CheckOptions {
-  std::string config, train, valid, checkpoint_dir, device = "auto", allreduce = "flat", batching_mode = "packed";
-  BatchingConfig batching;
-  int threads = 1, ranks_per_node = 0;
+  std::string config;
+  TrainerConfig run;
 };
 
 po::options_description check_options(CheckOptions& o) {
   po::options_description d("rnn_dist check options (the names and defaults of rnn_dist train)");
   d.add_options()("help,h", "print this help and exit")
       ("config", po::value(&o.config), "train's configuration file (key = value lines): the options below are read from it, other keys are ignored; the command line wins")
-      ("train", po::value(&o.train), "training sequence file: readable from every rank, enough sequences for one global batch")
-      ("valid", po::value(&o.valid), "validation sequence file: readable from every rank, same vocabulary")
-      ("batch-size", po::value(&o.batching.batch_size)->default_value(32), "sequences per rank and step")
-      ("batch-tokens", po::value(&o.batching.batch_tokens)->default_value(0), "target tokens per rank and step (overrides --batch-size)")
-      ("batching", po::value(&o.batching_mode)->default_value("packed"), "packed (the sequence count is checked against the global batch) or stream")
-      ("checkpoint-dir", po::value(&o.checkpoint_dir), "writable from rank 0 and visible from every rank")
-      ("threads", po::value(&o.threads)->default_value(1), "CPU threads per rank, checked against the cores each rank may use")
-      ("device", po::value(&o.device)->default_value("auto"), "auto (a GPU per rank when there are GPUs), cpu or cuda: the GPU checks follow it")
-      ("allreduce", po::value(&o.allreduce)->default_value("flat"), "flat or hierarchical")
-      ("ranks-per-node", po::value(&o.ranks_per_node)->default_value(0), "group consecutive ranks into nodes (0 = detect; default from RNN_DIST_RANKS_PER_NODE)");
+      ("train", po::value(&o.run.train), "training sequence file: readable from every rank, enough sequences for one global batch")
+      ("valid", po::value(&o.run.valid), "validation sequence file: readable from every rank, same vocabulary")
+      ("batch-size", po::value(&o.run.batch.batch_size)->default_value(32), "sequences per rank and step")
+      ("batch-tokens", po::value(&o.run.batch.batch_tokens)->default_value(0), "target tokens per rank and step (overrides --batch-size)")
+      ("batching", po::value(&o.run.batching)->default_value("packed"), "packed (the sequence count is checked against the global batch) or stream")
+      ("checkpoint-dir", po::value(&o.run.checkpoint_dir), "writable from rank 0 and visible from every rank")
+      ("threads", po::value(&o.run.threads)->default_value(1), "CPU threads per rank, checked against the cores each rank may use")
+      ("device", po::value(&o.run.device)->default_value("auto"), "auto (a GPU per rank when there are GPUs), cpu or cuda: the GPU checks follow it")
+      ("allreduce", po::value(&o.run.allreduce)->default_value("flat"), "flat or hierarchical")
+      ("ranks-per-node", po::value(&o.run.ranks_per_node)->default_value(0), "group consecutive ranks into nodes (0 = detect; default from RNN_DIST_RANKS_PER_NODE)");
   return d;
-}
-
-void validate(const CheckOptions& o) {
-  if (o.threads < 1) throw InputError(cat("--threads must be at least 1 (got ", o.threads, ")"));
-  if (o.batching.batch_tokens < 0) throw InputError("--batch-tokens must not be negative");
-  if (o.batching.batch_tokens == 0 && o.batching.batch_size < 1)
-    throw InputError(cat("--batch-size must be at least 1 (got ", o.batching.batch_size, ")"));
-  if (o.ranks_per_node < 0) throw InputError("--ranks-per-node must not be negative");
-  if (o.batching_mode != "packed" && o.batching_mode != "stream")
-    throw InputError(cat("--batching: unknown mode '", o.batching_mode, "' (packed or stream)"));
-  if (o.device != "auto" && o.device != "cpu" && o.device != "cuda")
-    throw InputError(cat("--device: unknown device '", o.device, "' (auto, cpu or cuda)"));
-  if (o.allreduce != "flat" && o.allreduce != "hierarchical")
-    throw InputError(cat("--allreduce: unknown algorithm '", o.allreduce, "' (flat or hierarchical)"));
 }
 
 // Every rank's fields, on every rank. Fields are joined with the ASCII unit separator.
@@ -152,7 +139,7 @@ Fields place_fields(const Topology& topo, const CheckOptions& o) {
   return {topo.host, cat(topo.world_rank()), cat(topo.local_rank()), cat(topo.node_index),
           visible ? visible : "(unset)", cat(gpus), index, name, bus, memory,
           cat("MPI ", mpi_library_version(), "; HDF5 ", h5::library_version(), "; GPU ", gpu_runtime_versions()),
-          cat(o.threads), join(cpus, ","), slurm_cpus ? slurm_cpus : ""};
+          cat(o.run.threads), join(cpus, ","), slurm_cpus ? slurm_cpus : ""};
 }
 
 std::string rank_at(const std::vector<Fields>& place, int r) { return cat("rank ", r, " on ", place[r][kHost]); }
@@ -186,9 +173,9 @@ void print_table(const std::vector<Fields>& place) {
 Verdict check_gpus(const CheckOptions& o, const std::vector<Fields>& place) {
   int with_gpu = 0;
   for (const Fields& p : place) with_gpu += p[kGpus] != "0";
-  if (with_gpu == 0 && o.device != "cuda") return skip("gpus", "skipped: no GPU");
-  if (o.device == "cpu") return skip("gpus", cat("skipped: --device cpu (rank 0 sees ", place[0][kGpus], " GPU(s))"));
-  if (o.device == "auto" && with_gpu < static_cast<int>(place.size()))
+  if (with_gpu == 0 && o.run.device != "cuda") return skip("gpus", "skipped: no GPU");
+  if (o.run.device == "cpu") return skip("gpus", cat("skipped: --device cpu (rank 0 sees ", place[0][kGpus], " GPU(s))"));
+  if (o.run.device == "auto" && with_gpu < static_cast<int>(place.size()))
     return fail("gpus", cat("--device auto: ", with_gpu, " of ", place.size(), " ranks see a GPU, the others would train on the CPU"),
                 "request GPUs on every node, or set --device cpu");
   std::vector<std::string> problems;
@@ -284,7 +271,7 @@ Verdict check_allreduce(const CheckOptions& o, Topology& topo, const std::vector
                 "transport settings (OMPI_MCA_btl, OMPI_MCA_pml, UCX_TLS)");
   std::vector<std::string> sizes_text;
   for (const auto& [node, n] : node_size) sizes_text.push_back(cat(n));
-  if (!equal_nodes && o.allreduce == "hierarchical")
+  if (!equal_nodes && o.run.allreduce == "hierarchical")
     return fail("mpi-allreduce", cat("--allreduce hierarchical needs the same number of ranks on every node (ranks per node: ",
                                      join(sizes_text, ", "), ")"),
                 "use the same --ntasks-per-node on every node, or --allreduce flat");
@@ -295,7 +282,7 @@ Verdict check_allreduce(const CheckOptions& o, Topology& topo, const std::vector
 
 // Whether training would run on GPUs: every rank sees one and has its own index (check_gpus says why not).
 bool on_gpus(const CheckOptions& o, const std::vector<Fields>& place) {
-  if (o.device == "cpu") return false;
+  if (o.run.device == "cpu") return false;
   for (const Fields& p : place)
     if (p[kGpuBus].empty()) return false;
   return true;
@@ -306,7 +293,7 @@ bool on_gpus(const CheckOptions& o, const std::vector<Fields>& place) {
 Verdict check_nccl(const CheckOptions& o, Topology& topo, const std::vector<Fields>& place) {
   if (!on_gpus(o, place)) {
     const bool any = std::any_of(place.begin(), place.end(), [](const Fields& p) { return p[kGpus] != "0"; });
-    return skip("nccl-allreduce", o.device == "cpu" ? "skipped: --device cpu"
+    return skip("nccl-allreduce", o.run.device == "cpu" ? "skipped: --device cpu"
                                   : any            ? "skipped: not one GPU per rank (see gpus)"
                                                    : "skipped: no GPU");
   }
@@ -360,32 +347,32 @@ Verdict check_nccl(const CheckOptions& o, Topology& topo, const std::vector<Fiel
 Fields data_fields(const CheckOptions& o, int world) {
   std::string train_info;
   try {
-    const SequenceFile train = SequenceFile::open(o.train);
+    const SequenceFile train = SequenceFile::open(o.run.train);
     std::vector<int32_t> tokens;
     // Reading the first and the last sequence proves the token data is there, not only the index.
     train.read_tokens(0, std::min<int64_t>(1, train.num_sequences()), tokens);
     train.read_tokens(std::max<int64_t>(0, train.num_sequences() - 1), train.num_sequences(), tokens);
     for (int64_t i = 0; i < train.num_sequences(); ++i)
-      if (train.length(i) < 2) return {"content", cat(o.train, ": sequence ", i, " has fewer than 2 tokens")};
-    train_info = cat(o.train, ": format version ", kFormatVersion, ", ", train.num_sequences(), " sequences");
+      if (train.length(i) < 2) return {"content", cat(o.run.train, ": sequence ", i, " has fewer than 2 tokens")};
+    train_info = cat(o.run.train, ": format version ", kFormatVersion, ", ", train.num_sequences(), " sequences");
     // Stream batching cuts the token stream into columns instead: the packed plan does not apply.
-    if (o.batching_mode == "packed") {
+    if (o.run.batching == "packed") {
       BatchCut cut;
       try {
-        cut = cut_global_batches(train.offsets(), o.batching, world);
+        cut = cut_global_batches(train.offsets(), o.run.batch, world);
       } catch (const Error& e) {
-        return {"batch", cat(o.train, ": ", e.what())};
+        return {"batch", cat(o.run.train, ": ", e.what())};
       }
       train_info += cat(", ", cut.batches.size(), " steps per epoch of ",
-                        o.batching.batch_tokens > 0 ? cat(o.batching.batch_tokens, " tokens") : cat(o.batching.batch_size, " sequences"),
+                        o.run.batch.batch_tokens > 0 ? cat(o.run.batch.batch_tokens, " tokens") : cat(o.run.batch.batch_size, " sequences"),
                         " x ", world, " ranks");
     }
-    if (!o.valid.empty()) {
-      const SequenceFile valid = SequenceFile::open(o.valid);
+    if (!o.run.valid.empty()) {
+      const SequenceFile valid = SequenceFile::open(o.run.valid);
       valid.read_tokens(0, std::min<int64_t>(1, valid.num_sequences()), tokens);
       if (valid.vocab() != train.vocab())
-        return {"vocab", cat(o.valid, ": vocabulary differs from the training file ", o.train)};
-      train_info += cat("; ", o.valid, ": ", valid.num_sequences(), " sequences, same vocabulary");
+        return {"vocab", cat(o.run.valid, ": vocabulary differs from the training file ", o.run.train)};
+      train_info += cat("; ", o.run.valid, ": ", valid.num_sequences(), " sequences, same vocabulary");
     }
   } catch (const Error& e) {
     return {"open", e.what()};
@@ -394,7 +381,7 @@ Fields data_fields(const CheckOptions& o, int world) {
 }
 
 Verdict check_data(const CheckOptions& o, Topology& topo, const std::vector<Fields>& place) {
-  if (o.train.empty()) return skip("data", "skipped: no --train given");
+  if (o.run.train.empty()) return skip("data", "skipped: no --train given");
   std::vector<Fields> got = gather_fields(*topo.world, data_fields(o, topo.world_size()));
   if (topo.world_rank() != 0) return {};
   std::vector<int> failed;
@@ -424,16 +411,16 @@ std::string random_token() {
 }
 
 Verdict check_checkpoint_dir(const CheckOptions& o, Topology& topo, const std::vector<Fields>& place) {
-  if (o.checkpoint_dir.empty()) return skip("checkpoint-dir", "skipped: no --checkpoint-dir given");
+  if (o.run.checkpoint_dir.empty()) return skip("checkpoint-dir", "skipped: no --checkpoint-dir given");
   namespace fs = std::filesystem;
   // Rank 0 writes a probe file named after a random token; the others look for it.
   std::string mine;
   std::string probe;
   if (topo.world_rank() == 0) {
     const std::string token = random_token();
-    probe = cat(o.checkpoint_dir, "/.rnn_dist-check-", token);
+    probe = cat(o.run.checkpoint_dir, "/.rnn_dist-check-", token);
     std::error_code ec;
-    fs::create_directories(o.checkpoint_dir, ec);
+    fs::create_directories(o.run.checkpoint_dir, ec);
     std::ofstream f(probe);
     f << token;
     f.close();
@@ -447,7 +434,7 @@ Verdict check_checkpoint_dir(const CheckOptions& o, Topology& topo, const std::v
     // A shared filesystem may show a new file a moment late.
     for (int attempt = 0; attempt < 10 && seen != "ok"; ++attempt) {
       if (attempt) std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      std::ifstream f(cat(o.checkpoint_dir, "/.rnn_dist-check-", token));
+      std::ifstream f(cat(o.run.checkpoint_dir, "/.rnn_dist-check-", token));
       std::string content;
       if (f && std::getline(f, content)) seen = content == token ? "ok" : "wrong content";
     }
@@ -457,15 +444,15 @@ Verdict check_checkpoint_dir(const CheckOptions& o, Topology& topo, const std::v
   std::error_code ec;
   if (!probe.empty()) fs::remove(probe, ec);
   if (!written.starts_with("ok "))
-    return fail("checkpoint-dir", cat(o.checkpoint_dir, ": not writable from ", rank_at(place, 0), ": ", written.substr(6)),
+    return fail("checkpoint-dir", cat(o.run.checkpoint_dir, ": not writable from ", rank_at(place, 0), ": ", written.substr(6)),
                 "give a --checkpoint-dir the job's user can create and write (on a shared filesystem)");
   std::vector<std::string> blind;
   for (int r = 1; r < static_cast<int>(seen_by.size()); ++r)
     if (seen_by[r] != "ok") blind.push_back(cat(rank_at(place, r), " (", seen_by[r], ")"));
   if (!blind.empty())
-    return fail("checkpoint-dir", cat(o.checkpoint_dir, ": rank 0's probe file is not visible from ", summarise(blind)),
+    return fail("checkpoint-dir", cat(o.run.checkpoint_dir, ": rank 0's probe file is not visible from ", summarise(blind)),
                 "put --checkpoint-dir on a filesystem that every node mounts at the same path (resume reads it from every rank)");
-  return pass("checkpoint-dir", cat(o.checkpoint_dir, ": writable from rank 0, visible from all ", seen_by.size(), " ranks"));
+  return pass("checkpoint-dir", cat(o.run.checkpoint_dir, ": writable from rank 0, visible from all ", seen_by.size(), " ranks"));
 }
 
 Verdict check_threads(const CheckOptions& o, const std::vector<Fields>& place) {
@@ -479,26 +466,26 @@ Verdict check_threads(const CheckOptions& o, const std::vector<Fields>& place) {
     std::stringstream ss(p[kCpus]);
     for (std::string c; std::getline(ss, c, ',');) cpus.insert(std::stoi(c));
     host_cpus[p[kHost]].insert(cpus.begin(), cpus.end());
-    host_threads[p[kHost]] += o.threads;
+    host_threads[p[kHost]] += o.run.threads;
     ++host_ranks[p[kHost]];
-    if (!p[kSlurmCpus].empty() && o.threads > std::atoi(p[kSlurmCpus].c_str())) {
-      problems.push_back(cat(rank_at(place, r), ": --threads ", o.threads, " but SLURM_CPUS_PER_TASK=", p[kSlurmCpus]));
+    if (!p[kSlurmCpus].empty() && o.run.threads > std::atoi(p[kSlurmCpus].c_str())) {
+      problems.push_back(cat(rank_at(place, r), ": --threads ", o.run.threads, " but SLURM_CPUS_PER_TASK=", p[kSlurmCpus]));
       fix = cat("lower --threads to ", p[kSlurmCpus], " or raise #SBATCH --cpus-per-task");
-    } else if (o.threads > static_cast<int>(cpus.size())) {
-      problems.push_back(cat(rank_at(place, r), ": --threads ", o.threads, " but it may run on ", cpus.size(), " core(s)"));
+    } else if (o.run.threads > static_cast<int>(cpus.size())) {
+      problems.push_back(cat(rank_at(place, r), ": --threads ", o.run.threads, " but it may run on ", cpus.size(), " core(s)"));
       fix = "lower --threads, or bind each rank to --threads cores (srun --cpus-per-task, mpirun --map-by slot:PE=T)";
     }
   }
   for (const auto& [host, cpus] : host_cpus)
     if (host_threads[host] > static_cast<int>(cpus.size())) {
-      problems.push_back(cat(host, ": ", host_ranks[host], " ranks x --threads ", o.threads, " = ", host_threads[host],
+      problems.push_back(cat(host, ": ", host_ranks[host], " ranks x --threads ", o.run.threads, " = ", host_threads[host],
                              " threads on ", cpus.size(), " core(s)"));
       if (fix.empty()) fix = "lower --threads or the ranks per node so that ranks x threads fits the node's cores";
     }
   if (!problems.empty()) return fail("threads", summarise(problems), fix);
   std::string cores;
   for (const auto& [host, cpus] : host_cpus) cores += cat(cores.empty() ? "" : ", ", host, " ", cpus.size());
-  return pass("threads", cat("--threads ", o.threads, " per rank fits the cores (", cores, ")"));
+  return pass("threads", cat("--threads ", o.run.threads, " per rank fits the cores (", cores, ")"));
 }
 
 int check(const CheckOptions& o, Topology& topo) {
@@ -544,7 +531,7 @@ int cmd_check(const Args& args) {
   CheckOptions o;
   po::options_description desc = check_options(o);
   // Train's config files work here: keys check does not know are skipped.
-  const ParsedOptions parsed = parse_options(args, desc, true, o.ranks_per_node);
+  const ParsedOptions parsed = parse_options(args, desc, true, o.run.ranks_per_node);
   if (parsed.help) {
     std::cout << "usage: [mpirun -np N | srun] rnn_dist check [options]\n\n"
                  "Checks what a training launch needs (GPU binding, MPI all-reduce, data files, checkpoint\n"
@@ -552,7 +539,7 @@ int cmd_check(const Args& args) {
               << desc << "\n";
     return 0;
   }
-  return run_mpi_command(parsed, o.ranks_per_node, [&] { validate(o); },
+  return run_mpi_command(parsed, o.run.ranks_per_node, [&] { check_run_options(o.run); },
                          [&](Topology& topo) { return check(o, topo); });
 }
 

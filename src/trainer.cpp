@@ -535,27 +535,38 @@ int Trainer::run() {
 
 }  // namespace
 
-void check_config(const TrainerConfig& c) {
-  auto positive = [](const char* name, int64_t v) {
-    if (v < 1) throw InputError(cat("--", name, " must be at least 1 (got ", v, ")"));
-  };
-  positive("embed", c.model.embed);
-  positive("hidden", c.model.hidden);
-  positive("layers", c.model.layers);
-  positive("epochs", c.epochs);
+namespace {
+void positive(const char* name, int64_t v) {
+  if (v < 1) throw InputError(cat("--", name, " must be at least 1 (got ", v, ")"));
+}
+}  // namespace
+
+void check_run_options(const TrainerConfig& c) {
   positive("threads", c.threads);
-  positive("keep", c.keep);
-  positive("log-every", c.log_every);
-  positive("max-bad-steps", c.max_bad_steps);
   if (c.tf32 && c.device == "cpu") throw InputError("--tf32 is a GPU math mode: drop it, or use --device cuda|auto");
   if (!(c.comm_timeout > 0)) throw InputError(cat("--comm-timeout must be > 0 seconds, got ", c.comm_timeout));
-  positive("bptt", c.bptt);
   if (c.batch.batch_tokens == 0 || c.batching == "stream") positive("batch-size", c.batch.batch_size);
   if (c.batch.batch_tokens < 0) throw InputError("--batch-tokens must not be negative");
   if (c.batching != "packed" && c.batching != "stream")
     throw InputError(cat("--batching: unknown mode '", c.batching, "' (packed or stream)"));
   if (c.batching == "stream" && c.batch.batch_tokens > 0)
     throw InputError("--batch-tokens applies to packed batching only (stream mode uses --batch-size columns)");
+  if (c.device != "auto" && c.device != "cpu" && c.device != "cuda")
+    throw InputError(cat("--device: unknown device '", c.device, "' (auto, cpu or cuda)"));
+  if (c.allreduce != "flat" && c.allreduce != "hierarchical")
+    throw InputError(cat("--allreduce: unknown algorithm '", c.allreduce, "' (flat or hierarchical)"));
+}
+
+void check_config(const TrainerConfig& c) {
+  check_run_options(c);
+  positive("embed", c.model.embed);
+  positive("hidden", c.model.hidden);
+  positive("layers", c.model.layers);
+  positive("epochs", c.epochs);
+  positive("keep", c.keep);
+  positive("log-every", c.log_every);
+  positive("max-bad-steps", c.max_bad_steps);
+  positive("bptt", c.bptt);
   if (c.model.dropout < 0 || c.model.dropout >= 1)
     throw InputError(cat("--dropout must be in [0, 1) (got ", c.model.dropout, ")"));
   if (!(c.optimizer.lr > 0)) throw InputError(cat("--lr must be positive (got ", c.optimizer.lr, ")"));
@@ -572,10 +583,6 @@ void check_config(const TrainerConfig& c) {
     throw InputError(cat("--resume: unknown mode '", c.resume, "' (auto or require)"));
   if (!c.resume.empty() && c.checkpoint_dir.empty()) throw InputError("--resume needs --checkpoint-dir");
   if (c.max_steps < 0 || c.save_every < 0) throw InputError("--max-steps and --save-every must not be negative");
-  if (c.device != "auto" && c.device != "cpu" && c.device != "cuda")
-    throw InputError(cat("--device: unknown device '", c.device, "' (auto, cpu or cuda)"));
-  if (c.allreduce != "flat" && c.allreduce != "hierarchical")
-    throw InputError(cat("--allreduce: unknown algorithm '", c.allreduce, "' (flat or hierarchical)"));
   if (!c.init_from.empty() && !std::filesystem::is_regular_file(c.init_from))
     throw InputError(cat("--init-from ", c.init_from, ": no such file"));
   if (!c.checkpoint_dir.empty()) {

@@ -36,6 +36,9 @@ struct TrainerConfig {
 
 // Throws InputError naming the option when a value is out of range or values contradict each other.
 void check_config(const TrainerConfig& config);
+// The part of check_config about how the job runs (threads, batching, device, all-reduce), which
+// `rnn_dist check` validates too; it has no side effects.
+void check_run_options(const TrainerConfig& config);
 
 // Runs the job on every rank of topo; returns the exit code. Errors are reported once: set-up errors
 // are agreed between ranks, an error during training on one rank ends every rank. SIGTERM, SIGINT or
