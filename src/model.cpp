@@ -143,16 +143,15 @@ double Model::run(const Batch& batch, bool train, float grad_scale, uint64_t dro
     x = emb_drop_.data();
   }
 
+  // Both LSTMs keep h0/c0 for the backward pass (and cuDNN does not promise that hy may alias hx), so
+  // the LSTM reads a device copy of the initial state and may write the final one over the caller's.
   state_in_.resize({2 * state});
-  state_out_.resize({2 * state});
   float *h0d = nullptr, *c0d = nullptr;
-  if (h0) backend_.upload(h0d = state_in_.data(), h0, state * sizeof(float));
-  if (c0) backend_.upload(c0d = state_in_.data() + state, c0, state * sizeof(float));
-  float* hnd = hn ? state_out_.data() : nullptr;
-  float* cnd = cn ? state_out_.data() + state : nullptr;
+  if (h0) backend_.copy(h0d = state_in_.data(), h0, state * sizeof(float));
+  if (c0) backend_.copy(c0d = state_in_.data() + state, c0, state * sizeof(float));
 
   y_.resize({rows, H});
-  lstm_->forward(param(lstm_offset_), batch.packing, x, h0d, c0d, y_.data(), hnd, cnd, train, seed_lstm);
+  lstm_->forward(param(lstm_offset_), batch.packing, x, h0d, c0d, y_.data(), hn, cn, train, seed_lstm);
   const float* y = y_.data();
   if (p > 0) {
     y_drop_.resize({rows, H});
@@ -190,8 +189,6 @@ double Model::run(const Batch& batch, bool train, float grad_scale, uint64_t dro
     backward += seconds_since(b0);
   }
   timing_.backward = backward;
-  if (hn) backend_.download(hn, hnd, state * sizeof(float));
-  if (cn) backend_.download(cn, cnd, state * sizeof(float));
   return loss;
 }
 

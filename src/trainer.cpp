@@ -161,7 +161,7 @@ class Trainer {
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
   TrainingPosition pos_;
-  std::vector<float> state_;  // stream mode: h then c of this rank's columns
+  Tensor state_;  // stream mode: h then c of this rank's columns, carried on the device between steps
   int64_t total_steps_ = 0;
   std::ofstream metrics_;
   // Progress since the last log line, and where the time went.
@@ -212,7 +212,11 @@ void Trainer::setup() {
   on_device("the parameters", model_->params());
   on_device("the gradients", model_->grads());
   for (const auto& [name, tensor] : optimizer_->state()) on_device(cat("optimizer state ", name), *tensor);
-  state_.assign(2 * state_elems(), 0.0f);
+  if (c_.batching == "stream") {
+    state_ = Tensor(*backend_, {2, c_.model.layers, local_columns_, c_.model.hidden});
+    backend_->zero(state_.data(), state_.numel());
+    on_device("the carried hidden state", state_);
+  }
   if (lead_ && !c_.metrics.empty()) {
     metrics_.open(c_.metrics, std::ios::app);
     if (!metrics_) throw InputError(cat("--metrics ", c_.metrics, ": cannot open for writing"));
@@ -331,10 +335,11 @@ void Trainer::load_checkpoint(const std::string& path, bool resume) {
 
 std::vector<float> Trainer::gather_stream_state() {
   const int64_t L = c_.model.layers, H = c_.model.hidden, C = local_columns_ * topo_.world_size();
-  std::vector<float> global(2 * L * C * H, 0.0f);
+  std::vector<float> local(state_.numel()), global(2 * L * C * H, 0.0f);
+  backend_->download(local.data(), state_.data(), local.size() * sizeof(float));
   for (int64_t hc = 0; hc < 2; ++hc)
     for (int64_t l = 0; l < L; ++l)
-      std::copy_n(state_.data() + (hc * L + l) * local_columns_ * H, local_columns_ * H,
+      std::copy_n(local.data() + (hc * L + l) * local_columns_ * H, local_columns_ * H,
                   global.data() + ((hc * L + l) * C + first_column_) * H);
   // Each rank fills its own columns and zeros elsewhere, so the sum is exact.
   topo_.world->allreduce_sum(global.data(), static_cast<int64_t>(global.size()));
@@ -345,10 +350,12 @@ void Trainer::scatter_stream_state(const std::vector<float>& global) {
   const int64_t L = c_.model.layers, H = c_.model.hidden, C = local_columns_ * topo_.world_size();
   if (static_cast<int64_t>(global.size()) != 2 * L * C * H)
     throw InputError(cat("checkpoint stream state has ", global.size(), " values, expected ", 2 * L * C * H));
+  std::vector<float> local(state_.numel());
   for (int64_t hc = 0; hc < 2; ++hc)
     for (int64_t l = 0; l < L; ++l)
       std::copy_n(global.data() + ((hc * L + l) * C + first_column_) * H, local_columns_ * H,
-                  state_.data() + (hc * L + l) * local_columns_ * H);
+                  local.data() + (hc * L + l) * local_columns_ * H);
+  backend_->upload(state_.data(), local.data(), local.size() * sizeof(float));
 }
 
 void Trainer::save() {
@@ -366,7 +373,9 @@ std::pair<double, double> Trainer::evaluate(const SequenceFile& file) {
   double acc[2] = {0, 0};
   if (c_.batching == "stream") {
     StreamSource s(file, c_.batch.batch_size, c_.bptt, topo_.world_size(), topo_.world_rank());
-    std::vector<float> state(2 * state_elems(), 0.0f);
+    // A state of its own, on the device: the training state must outlive it (a checkpoint follows).
+    Tensor state(*backend_, state_.shape());
+    backend_->zero(state.data(), state.numel());
     float *h = state.data(), *c = state.data() + state_elems();
     for (int64_t k = 0; k < s.steps_per_epoch(); ++k) {
       Batch b = s.load(k);
@@ -439,7 +448,7 @@ int Trainer::run() {
   for (int64_t epoch = first_epoch; epoch <= c_.epochs && pos_.step < total_steps_; ++epoch, first_k = 0) {
     pos_.epoch = epoch;
     source_->start_epoch(epoch);
-    if (first_k == 0) std::fill(state_.begin(), state_.end(), 0.0f);
+    if (first_k == 0 && c_.batching == "stream") backend.zero(state_.data(), state_.numel());
     // Read-ahead: the next batch is read on a background thread while this step computes.
     std::future<Batch> next = std::async(std::launch::async, [&, k = first_k] { return source_->load(k); });
     for (int64_t k = first_k; k < steps_per_epoch && pos_.step < total_steps_; ++k) {

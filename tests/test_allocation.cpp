@@ -121,20 +121,19 @@ Batch batch_of(const std::vector<int64_t>& lengths, int64_t vocab) {
 }
 
 // What the trainer does in one step: zero the gradients, forward and backward (optionally carrying the
-// hidden state, as stream mode does), clip, update.
+// hidden state in place on the device, as stream mode does), clip, update.
 struct Trainer {
   Backend& backend;
   Model& model;
   Optimizer& opt;
   bool carry_state;
-  std::vector<float> h, c;
+  Tensor h, c;
 
   void step(const Batch& b) {
     backend.zero(model.grads().data(), model.num_params());
-    const float* h0 = carry_state ? h.data() : nullptr;
-    const float* c0 = carry_state ? c.data() : nullptr;
-    model.forward_backward(b, 1.0f / float(b.tokens()), 17, h0, c0, carry_state ? h.data() : nullptr,
-                           carry_state ? c.data() : nullptr);
+    float* h0 = carry_state ? h.data() : nullptr;
+    float* c0 = carry_state ? c.data() : nullptr;
+    model.forward_backward(b, 1.0f / float(b.tokens()), 17, h0, c0, h0, c0);
     const double norm = std::sqrt(backend.sum_squares(model.grads().data(), model.num_params()));
     const float clip = clip_factor(norm, 1.0f);
     if (clip != 1.0f) backend.scale(model.grads().data(), model.num_params(), clip);
@@ -180,8 +179,10 @@ TEST_P(SteadyStateAllocation, TrainingStepAllocatesNothing) {
   const Batch big = batch_of({31, 30, 30, 17, 9, 4, 2}, mc.vocab);
   const Batch same_shape = batch_of({31, 30, 30, 17, 9, 4, 2}, mc.vocab);
   const Batch smaller = batch_of({25, 12, 3}, mc.vocab);
-  const size_t state = size_t(mc.layers) * big.packing.batch() * mc.hidden;
-  Trainer trainer{*backend, model, opt, c.carry_state, std::vector<float>(state), std::vector<float>(state)};
+  const int64_t state = int64_t{mc.layers} * big.packing.batch() * mc.hidden;
+  Trainer trainer{*backend, model, opt, c.carry_state, Tensor(*backend, {state}), Tensor(*backend, {state})};
+  backend->zero(trainer.h.data(), state);
+  backend->zero(trainer.c.data(), state);
 
   // The first step of a shape grows the workspaces; a later step of a larger shape must grow them again,
   // which shows that the counter sees the backend's allocations.

@@ -3,7 +3,8 @@
 // each kernel on random inputs (embedding, linear, cross-entropy loss and gradient, dropout masks bit for
 // bit, sum of squares, SGD/Adam/AdamW updates), the cuDNN LSTM against the CPU LSTM on a packed batch of
 // unequal lengths with two layers and initial/final states (weights copied by PyTorch name, which tests
-// the weight mapping), the whole model's loss and gradients, a few SGD steps, refusal of a local rank
+// the weight mapping), the whole model's loss, gradients and final state (also carried in place in device
+// memory, as stream mode does), a few SGD steps, refusal of a local rank
 // without a GPU, and the single-rank NCCL communicator. fp32 without TF32: relative tolerance ~1e-4.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -344,17 +345,32 @@ TEST_F(CudaBackendTest, ModelLossAndGradientsMatchTheCpu) {
   const Batch batch = random_batch({9, 7, 7, 4, 2}, config.vocab, 30);
   const int64_t state = int64_t{config.layers} * batch.packing.batch() * config.hidden;
   const auto h0 = random_floats(state, 31), c0 = random_floats(state, 32);
-  std::vector<float> hn_c(state), cn_c(state), hn_g(state), cn_g(state);
+  const std::vector<float> zeros(state, 0.0f);
+  // The model takes states in device memory of its own backend.
+  DeviceVector<float> h0_c(*cpu_, h0), c0_c(*cpu_, c0), hn_c(*cpu_, zeros), cn_c(*cpu_, zeros);
+  DeviceVector<float> h0_g(*gpu_, h0), c0_g(*gpu_, c0), hn_g(*gpu_, zeros), cn_g(*gpu_, zeros);
   const float scale = 1.0f / static_cast<float>(batch.tokens());
-  const double lc = mc.forward_backward(batch, scale, 7, h0.data(), c0.data(), hn_c.data(), cn_c.data());
-  const double lg = mg.forward_backward(batch, scale, 7, h0.data(), c0.data(), hn_g.data(), cn_g.data());
+  const double lc = mc.forward_backward(batch, scale, 7, h0_c.get(), c0_c.get(), hn_c.get(), cn_c.get());
+  const double lg = mg.forward_backward(batch, scale, 7, h0_g.get(), c0_g.get(), hn_g.get(), cn_g.get());
   EXPECT_NEAR(lg, lc, kRtol * std::fabs(lc));
-  expect_close(hn_g, hn_c, "hn");
-  expect_close(cn_g, cn_c, "cn");
+  expect_close(hn_g.host(), hn_c.host(), "hn");
+  expect_close(cn_g.host(), cn_c.host(), "cn");
   const auto gc = named(mc, grads_of(mc)), gg = named(mg, grads_of(mg));
   for (const auto& [name, v] : gc) expect_close(gg.at(name), v, "grad " + name);
 
   EXPECT_NEAR(mg.evaluate(batch), mc.evaluate(batch), kRtol * std::fabs(lc));
+
+  // The state carried in place over two training steps and an evaluation, as stream mode does: one buffer
+  // is the initial and the final state (cuDNN reads a copy of hx for its backward pass).
+  for (int k = 0; k < 3; ++k) {
+    auto pass = [&](Model& m, float* h, float* c) {
+      return k < 2 ? m.forward_backward(batch, scale, 8 + k, h, c, h, c) : m.evaluate(batch, h, c, h, c);
+    };
+    const double ec = pass(mc, h0_c.get(), c0_c.get()), eg = pass(mg, h0_g.get(), c0_g.get());
+    EXPECT_NEAR(eg, ec, kRtol * std::fabs(ec)) << "pass " << k << " with the state carried in place";
+  }
+  expect_close(h0_g.host(), h0_c.host(), "h carried in place");
+  expect_close(c0_g.host(), c0_c.host(), "c carried in place");
 }
 
 // --tf32: matrix products round their inputs to a 10-bit mantissa, so the model agrees with the CPU to

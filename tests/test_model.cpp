@@ -2,7 +2,8 @@
 // of forward_backward against central finite differences of evaluate (float, loose tolerance), evaluate
 // equal to forward_backward's loss, gradient accumulation and grad_scale, dropout determinism per seed,
 // init determinism, param_slices names/shapes/layout, 1 and 3 threads and the inference pass agreeing with
-// the training pass, and step's log-probabilities (normalised, and equal to evaluate's NLL on a 2-token
+// the training pass, a state carried in place (initial and final state in one device buffer) equal to
+// separate buffers, and step's log-probabilities (normalised, and equal to evaluate's NLL on a 2-token
 // sequence).
 #include "rnn_dist/model.h"
 
@@ -45,6 +46,19 @@ std::vector<float> download_grads(Model& m) {
   std::vector<float> g(m.num_params());
   m.backend().download(g.data(), m.grads().data(), g.size() * sizeof(float));
   return g;
+}
+
+// States go to the model in device memory of its backend.
+Tensor to_device(Backend& backend, const std::vector<float>& host) {
+  Tensor t(backend, {static_cast<int64_t>(host.size())});
+  backend.upload(t.data(), host.data(), host.size() * sizeof(float));
+  return t;
+}
+
+std::vector<float> to_host(const Tensor& t) {
+  std::vector<float> host(t.numel());
+  t.backend().download(host.data(), t.data(), host.size() * sizeof(float));
+  return host;
 }
 
 TEST(Model, MakeBatchIsTimeMajor) {
@@ -216,11 +230,13 @@ TEST(Model, ThreadsAndInferenceAgree) {
     auto backend = make_backend(DeviceType::cpu, 0, threads);
     Model m(*backend, c);
     m.init(5);
-    Out o{0, 0, {}, std::vector<float>(state), std::vector<float>(state), std::vector<float>(state),
-          std::vector<float>(state)};
-    o.loss = m.forward_backward(batch, 0.1f, 0, h0.data(), c0.data(), o.hn.data(), o.cn.data());
+    const Tensor dh0 = to_device(*backend, h0), dc0 = to_device(*backend, c0);
+    Tensor hn(*backend, {state}), cn(*backend, {state}), hn_eval(*backend, {state}), cn_eval(*backend, {state});
+    Out o;
+    o.loss = m.forward_backward(batch, 0.1f, 0, dh0.data(), dc0.data(), hn.data(), cn.data());
     o.grads = download_grads(m);
-    o.eval = m.evaluate(batch, h0.data(), c0.data(), o.hn_eval.data(), o.cn_eval.data());
+    o.eval = m.evaluate(batch, dh0.data(), dc0.data(), hn_eval.data(), cn_eval.data());
+    o.hn = to_host(hn), o.cn = to_host(cn), o.hn_eval = to_host(hn_eval), o.cn_eval = to_host(cn_eval);
     return o;
   };
   auto close = [](const std::vector<float>& a, const std::vector<float>& b, const char* what) {
@@ -242,6 +258,38 @@ TEST(Model, ThreadsAndInferenceAgree) {
   close(three.hn_eval, one.hn, "evaluate hn with 3 threads");
 }
 
+// The trainer carries the stream state in place: one device buffer is both the initial and the final
+// state. That gives the same loss, gradients and final state as separate buffers, in training (whose
+// backward pass needs the initial state after the forward pass wrote the final one) and in evaluation.
+TEST(Model, StateCarriedInPlaceEqualsSeparateBuffers) {
+  auto backend = make_backend(DeviceType::cpu, 0, 1);
+  const ModelConfig c = small_config(0.25f);
+  Model m(*backend, c);
+  m.init(12);
+  const Batch batch = random_batch({6, 6, 6}, c.vocab, 37);
+  const int64_t state = int64_t{c.layers} * batch.packing.batch() * c.hidden;
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-0.5f, 0.5f);
+  std::vector<float> h0c0(2 * state);  // h then c
+  for (float& v : h0c0) v = u(rng);
+  for (bool train : {true, false}) {
+    auto pass = [&](const float* h, const float* c0, float* hn, float* cn) {
+      backend->zero(m.grads().data(), m.num_params());
+      return train ? m.forward_backward(batch, 0.5f, 4, h, c0, hn, cn) : m.evaluate(batch, h, c0, hn, cn);
+    };
+    const Tensor initial = to_device(*backend, h0c0);
+    Tensor final_state(*backend, {2 * state});
+    const double want = pass(initial.data(), initial.data() + state, final_state.data(), final_state.data() + state);
+    const std::vector<float> want_grads = download_grads(m);
+    Tensor carried = to_device(*backend, h0c0);
+    const double got = pass(carried.data(), carried.data() + state, carried.data(), carried.data() + state);
+    const char* what = train ? "forward_backward" : "evaluate";
+    EXPECT_EQ(got, want) << what;
+    EXPECT_EQ(download_grads(m), want_grads) << what;
+    EXPECT_EQ(to_host(carried), to_host(final_state)) << what;
+  }
+}
+
 TEST(Model, StepMatchesEvaluate) {
   auto backend = make_backend(DeviceType::cpu, 0, 1);
   Model m(*backend, small_config());
@@ -255,8 +303,10 @@ TEST(Model, StepMatchesEvaluate) {
     for (float v : logp) sum += std::exp(double{v});
     EXPECT_NEAR(sum, 1.0, 1e-5);
     const int32_t target = (first * 3 + 1) % 7;
-    std::vector<float> hn(state), cn(state);
-    const double nll = m.evaluate(make_batch({first, target}, {2}), nullptr, nullptr, hn.data(), cn.data());
+    Tensor hn_device(*backend, {state}), cn_device(*backend, {state});
+    const double nll =
+        m.evaluate(make_batch({first, target}, {2}), nullptr, nullptr, hn_device.data(), cn_device.data());
+    const std::vector<float> hn = to_host(hn_device), cn = to_host(cn_device);
     EXPECT_NEAR(nll, -double{logp[target]}, 1e-5) << "first " << first;
     // The state after one step equals the final state of the 1-step sequence.
     for (int64_t i = 0; i < state; ++i) {

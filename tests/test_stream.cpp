@@ -1,6 +1,7 @@
 // Tests of stream mode (stream.h): the token stream restores input order across the length-sorted file,
-// the plan's arithmetic, and the batches of all steps and columns predict every kept stream token exactly
-// once, from its predecessor, with column ranges of several ranks adding up to the whole.
+// the plan's arithmetic, the batches of all steps and columns predict every kept stream token exactly
+// once, from its predecessor, with column ranges of several ranks adding up to the whole, and the model
+// over the steps with the state carried in place on the device equals the model over whole columns.
 #include "rnn_dist/stream.h"
 
 #include <gtest/gtest.h>
@@ -93,6 +94,48 @@ TEST_F(stream, BatchesPredictEveryKeptTokenOnceFromItsPredecessor) {
   for (int64_t p = 0; p < s.size(); ++p) {
     const bool kept = p < plan.columns * plan.column_length;
     EXPECT_EQ(predicted[p], kept && p % plan.column_length != 0 ? 1 : 0) << "stream position " << p;
+  }
+}
+
+// What the trainer does with a rank's columns: one device tensor holds h then c and is both the initial and
+// the final state of every step. Training and evaluation passes over the steps then give the loss and the
+// final state of one pass over each column whole (up to float summation order).
+TEST_F(stream, CarriedStateContinuesEachColumn) {
+  SequenceFile f = SequenceFile::open((dir_ / "s.h5").string());
+  TokenStream s(f);
+  const int64_t first = 2, last = 5;
+  const StreamPlan plan = plan_stream(s.size(), 6, 4, "s.h5");
+  ASSERT_GT(plan.steps(), 3);
+  auto backend = make_backend(DeviceType::cpu, 0, 1);
+  ModelConfig mc;
+  mc.vocab = f.vocab_size(), mc.embed = 5, mc.hidden = 6, mc.layers = 2;
+  Model model(*backend, mc);
+  model.init(9);
+  const int64_t state = int64_t{mc.layers} * (last - first) * mc.hidden;
+  std::vector<int32_t> tokens;
+  s.read(first * plan.column_length, last * plan.column_length, tokens);
+  const Batch whole = make_batch(tokens, std::vector<int64_t>(last - first, plan.column_length));
+  Tensor final_state(*backend, {2 * state});
+  const double want = model.evaluate(whole, nullptr, nullptr, final_state.data(), final_state.data() + state);
+  auto host = [&](const Tensor& t) {
+    std::vector<float> v(t.numel());
+    backend->download(v.data(), t.data(), v.size() * sizeof(float));
+    return v;
+  };
+  const std::vector<float> want_state = host(final_state);
+  for (bool train : {true, false}) {
+    Tensor carried(*backend, {2 * state});
+    backend->zero(carried.data(), carried.numel());
+    float *h = carried.data(), *c = carried.data() + state;
+    double loss = 0;
+    for (int64_t k = 0; k < plan.steps(); ++k) {
+      const Batch b = stream_batch(s, plan, k, first, last);
+      loss += train ? model.forward_backward(b, 1.0f, 0, h, c, h, c) : model.evaluate(b, h, c, h, c);
+    }
+    const char* what = train ? "training" : "evaluation";
+    EXPECT_NEAR(loss, want, 1e-5 * want) << what;
+    const std::vector<float> got = host(carried);
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want_state[i], 1e-5) << what << ": state " << i;
   }
 }
 

@@ -50,8 +50,9 @@ class Model {
 
   // Sum of target-token negative log-likelihoods of the batch. With grad_scale != 0, also accumulates
   // grad_scale * d(sum)/d(params) into grads() (training mode: dropout on, seeded by dropout_seed).
-  // h0/c0 (layers x B x hidden, host or null) set the initial state; hn/cn (host, may be null) receive
-  // the final state of every sequence.
+  // h0/c0 (layers x B x hidden, device memory of backend(), or null for zeros) set the initial state;
+  // hn/cn (device memory, may be null) receive the final state of every sequence. hn/cn may alias h0/c0,
+  // as the stream-mode trainer carries its state: the initial state is copied into a workspace first.
   double forward_backward(const Batch& batch, float grad_scale, uint64_t dropout_seed, const float* h0 = nullptr,
                           const float* c0 = nullptr, float* hn = nullptr, float* cn = nullptr);
   double evaluate(const Batch& batch, const float* h0 = nullptr, const float* c0 = nullptr, float* hn = nullptr,
