@@ -57,10 +57,13 @@ int cmd_eval(const Args& args) {
       ("data", po::value(&data_path)->required(), "sequence file to evaluate (every sequence)")
       ("batch-size", po::value(&batching.batch_size)->default_value(256),
        "sequences per batch (large batches keep the per-step GEMMs efficient; memory grows with it)")
+      ("batch-tokens", po::value(&batching.batch_tokens)->default_value(0),
+       "target tokens per batch instead of a sequence count, which bounds memory when sequences are long (0: use --batch-size)")
       ("threads", po::value(&threads)->default_value(1), "CPU threads")
       ("json", po::bool_switch(&json), "print one JSON object as the last line");
   if (!parse(args, desc, "usage: rnn_dist eval --checkpoint FILE --data FILE.h5 [--json]")) return 0;
   if (batching.batch_size < 1) throw InputError("--batch-size must be at least 1");
+  if (batching.batch_tokens < 0) throw InputError("--batch-tokens must not be negative");
   auto backend = make_backend(DeviceType::cpu, 0, threads);
   CheckpointData ck;
   auto model = load_model(checkpoint, *backend, ck);

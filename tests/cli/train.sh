@@ -114,6 +114,10 @@ grep -q "starting fresh" logf && ok "--resume with no checkpoint starts fresh" |
 # eval and sample on the trained checkpoint; a data file with another vocabulary is refused.
 "$BUILD/rnn_dist" eval --checkpoint c1/step-00000020.h5 --data data/valid.h5 --json > ev 2>&1 \
   && tail -1 ev | grep -q '^{"loss":' && ok "eval --json" || bad "eval: $(cat ev)"
+# Batches cut by tokens (some hold a single sequence) give the same loss as batches of 256 sequences.
+"$BUILD/rnn_dist" eval --checkpoint c1/step-00000020.h5 --data data/valid.h5 --batch-tokens 40 --json > ev40 2>&1 \
+  && [ "$(tail -1 ev40 | cut -c1-14)" = "$(tail -1 ev | cut -c1-14)" ] && ok "eval --batch-tokens 40: same loss" \
+  || bad "eval --batch-tokens: $(tail -1 ev40) vs $(tail -1 ev)"
 "$BUILD/rnn_dist" sample --checkpoint c1/step-00000020.h5 --prime "the " --length 20 --seed 3 > sm 2>&1 \
   && grep -q "^the " sm && ok "sample" || bad "sample: $(cat sm)"
 "$BUILD/rnn_prep" --input corpus.txt --output-dir wdata --format records --tokenizer word >/dev/null
