@@ -516,7 +516,10 @@ int Trainer::run() {
                     << std::endl;
         return 0;
       }
-      if (c_.save_every > 0 && pos_.step % c_.save_every == 0 && pos_.step < total_steps_) save();
+      if (c_.save_every > 0 && pos_.step % c_.save_every == 0 && pos_.step < total_steps_) {
+        if (next.valid()) next.wait();  // HDF5 builds without thread safety allow one thread in the library
+        save();
+      }
     }
     if (next.valid()) next.wait();
     if (valid_) report_eval("valid", *valid_, epoch);
