@@ -1,12 +1,21 @@
-// Training and evaluation throughput of the CPU backend, alone or under mpirun (each rank trains its
+// Training and evaluation throughput of one backend: the CPU, alone or under mpirun (each rank trains its
 // token-balanced slice of every global batch and the gradients are summed with rnn_dist's all-reduce, as
-// `rnn_dist train` does). Prints tokens/s, achieved GFLOP/s (GEMMs of forward and backward) next to this
-// machine's sgemm GFLOP/s measured at the start of the same run, their ratio, the time split (data wait,
-// forward, backward, all-reduce, optimizer), evaluation tokens/s and its ratio to training, and peak RSS next
-// to the memory the run needs; checks that the loss on the first batch is finite and fell.
-//   [mpirun -np N] train_throughput FILE.h5 S|L [--steps N] [--threads T] [--eval-batch B] [--record FILE]
-// S: E=64, H=256, L=2; L: E=256, H=1024, L=2; global batch 32 and 64 sequences (split over the ranks).
-// --record appends one line of the results to FILE (for bench/cpu_throughput.sh and its chart).
+// `rnn_dist train` does), or one GPU (--device cuda, one rank). Prints tokens/s, achieved GFLOP/s (GEMMs of
+// forward and backward), on the CPU next to this machine's sgemm GFLOP/s measured at the start of the same
+// run and their ratio, the time split (data wait, forward, backward, all-reduce, optimizer), evaluation
+// tokens/s and its ratio to training, on the CPU peak RSS next to the memory the run needs, on the GPU the
+// share of step time outside the LSTM; checks that the loss on the first batch is finite and fell.
+//   [mpirun -np N] train_throughput FILE.h5 S|L|G [--device cpu|cuda] [--steps N] [--threads T]
+//                                   [--eval-batch B] [--record FILE] [--json FILE]
+// S: E=64, H=256, L=2; L: E=256, H=1024, L=2 (char level); G: E=512, H=1024, L=2 (word level, issue 5);
+// global batch 32, 64 and 128 sequences (split over the ranks). --record appends one line of the results to
+// FILE (CPU only: bench/cpu_throughput.sh and its chart), --json one JSON object (bench/gpu_throughput.sh).
+//
+// The GPU runs asynchronously, so each step ends with Backend::synchronize(). Its forward half ends at the
+// loss read-back of the last logits chunk, so it also holds the output layer's gradient GEMMs of the
+// chunks before it; the backward half is the rest up to the synchronisation. The LSTM's own time is
+// measured apart: an LSTM of the same shape, forward and backward alone over the same batches, with one
+// synchronisation at the end (the host runs ahead, so this is close to the time of cuDNN's kernels).
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -16,6 +25,7 @@
 #include <future>
 #include <iomanip>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -26,6 +36,7 @@
 #include "rnn_dist/error.h"
 #include "rnn_dist/model.h"
 #include "rnn_dist/optimizer.h"
+#include "rnn_dist/random.h"
 
 extern "C" void openblas_set_num_threads(int);
 
@@ -62,6 +73,15 @@ double rss_mib() {
   return ru.ru_maxrss / 1024.0;
 }
 
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
 Batch load(const SequenceFile& file, const SliceRange& s) {
   std::vector<int32_t> ids;
   file.read_tokens(s.begin, s.end, ids);
@@ -70,19 +90,40 @@ Batch load(const SequenceFile& file, const SliceRange& s) {
   return make_batch(ids, lengths);
 }
 
+constexpr const char* kUsage =
+    "usage: train_throughput FILE.h5 S|L|G [--device cpu|cuda] [--tf32] [--steps N] [--threads T] [--eval-batch B] "
+    "[--record FILE] [--json FILE]";
+
+// bench/gpu_throughput.sh reads this to learn which options the binary has.
+constexpr const char* kHelp =
+    "  S|L|G              model: S E=64 H=256, L E=256 H=1024, G E=512 H=1024; 2 layers; global batch 32, 64, 128\n"
+    "  --device cpu|cuda  backend (default cpu; cuda: one rank, one GPU)\n"
+    "  --tf32             cuda: TF32 tensor cores for the fp32 matrix products (as rnn_dist train --tf32)\n"
+    "  --steps N          timed steps (default 10), after one untimed warm-up step\n"
+    "  --threads T        CPU threads per rank (default 2)\n"
+    "  --eval-batch B     sequences per evaluation batch (default 256)\n"
+    "  --record FILE      append one line of results (CPU only; bench/cpu_throughput.sh)\n"
+    "  --json FILE        append the results as one JSON object\n";
+
 struct Options {
-  std::string file, config, record;
+  std::string file, config, device = "cpu", record, json;
   int steps = 10, threads = 2;
   int64_t eval_batch = 256;
+  bool tf32 = false;
 };
 
 Options parse(int argc, char** argv) {
-  if (argc < 3) throw InputError("usage: train_throughput FILE.h5 S|L [--steps N] [--threads T] [--eval-batch B] [--record FILE]");
+  if (argc < 3) throw InputError(kUsage);
   Options o;
   o.file = argv[1];
   o.config = argv[2];
   for (int i = 3; i < argc; i += 2) {
     const std::string key = argv[i];
+    if (key == "--tf32") {  // the one flag without a value
+      o.tf32 = true;
+      --i;
+      continue;
+    }
     if (i + 1 >= argc) throw InputError(cat(key, ": missing value"));
     const std::string value = argv[i + 1];
     if (key == "--steps")
@@ -91,30 +132,79 @@ Options parse(int argc, char** argv) {
       o.threads = std::stoi(value);
     else if (key == "--eval-batch")
       o.eval_batch = std::stoll(value);
+    else if (key == "--device")
+      o.device = value;
     else if (key == "--record")
       o.record = value;
+    else if (key == "--json")
+      o.json = value;
     else
       throw InputError(cat("unknown option ", key));
   }
-  if (o.config != "S" && o.config != "L") throw InputError("config must be S or L");
+  if (o.config != "S" && o.config != "L" && o.config != "G") throw InputError("config must be S, L or G");
+  if (o.device != "cpu" && o.device != "cuda") throw InputError("--device must be cpu or cuda");
+  if (o.tf32 && o.device != "cuda") throw InputError("--tf32 is a GPU math mode: use it with --device cuda");
+  if (o.device == "cuda" && !o.record.empty()) throw InputError("--record is for the CPU; use --json");
   if (o.steps < 1 || o.threads < 1 || o.eval_batch < 1) throw InputError("--steps, --threads and --eval-batch must be >= 1");
   return o;
+}
+
+// Seconds of the LSTM alone, forward and backward over every packing (one warm-up on the first, untimed),
+// with inputs and weights of no meaning: the kernels' time does not depend on the values.
+double lstm_alone_seconds(Backend& backend, const ModelConfig& mc, const std::vector<Packing>& packings) {
+  auto lstm = backend.make_lstm({mc.embed, mc.hidden, mc.layers, 0.0f});
+  int64_t rows = 0;
+  for (const Packing& p : packings) rows = std::max(rows, p.rows());
+  Tensor w(backend, {lstm->weight_elems()}), dw(backend, {lstm->weight_elems()});
+  Tensor x(backend, {rows, mc.embed}), dx(backend, {rows, mc.embed}), y(backend, {rows, mc.hidden}),
+      dy(backend, {rows, mc.hidden});
+  Rng rng(5);
+  auto fill = [&](Tensor& t, double bound) {
+    std::vector<float> host(size_t(t.numel()));
+    for (float& v : host) v = float(rng.uniform(-bound, bound));
+    backend.upload(t.data(), host.data(), host.size() * sizeof(float));
+  };
+  fill(w, 1.0 / std::sqrt(double(mc.hidden)));
+  fill(x, 1.0);
+  fill(dy, 1e-3);
+  backend.zero(dw.data(), dw.numel());
+  auto pass = [&](const Packing& p) {
+    lstm->forward(w.data(), p, x.data(), nullptr, nullptr, y.data(), nullptr, nullptr, true, 0);
+    lstm->backward(w.data(), dy.data(), nullptr, nullptr, dx.data(), nullptr, nullptr, dw.data());
+  };
+  pass(packings.front());
+  backend.synchronize();
+  const auto t0 = Clock::now();
+  for (const Packing& p : packings) pass(p);
+  backend.synchronize();
+  return seconds(t0, Clock::now());
 }
 
 }  // namespace
 
 int main(int argc, char** argv) try {
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
+      std::cout << kUsage << "\n" << kHelp;
+      return 0;
+    }
   MpiEnvironment mpi(&argc, &argv);
   Topology topo = make_mpi_topology(0);
   const int world = topo.world_size(), rank = topo.world_rank();
   const bool lead = rank == 0;
   const Options o = parse(argc, argv);
+  const bool gpu = o.device == "cuda";
+  if (gpu && world != 1) throw InputError("--device cuda: one rank only (the benchmark times one GPU)");
+  if (gpu && cuda_device_count() == 0)
+    throw InputError(cat("--device cuda: no usable GPU here (CUDA: ", gpu_runtime_versions(), ")"));
   ModelConfig mc;
   int64_t global_batch = 0;
   if (o.config == "S")
     mc.embed = 64, mc.hidden = 256, mc.layers = 2, global_batch = 32;
-  else
+  else if (o.config == "L")
     mc.embed = 256, mc.hidden = 1024, mc.layers = 2, global_batch = 64;
+  else
+    mc.embed = 512, mc.hidden = 1024, mc.layers = 2, global_batch = 128;
   if (global_batch % world != 0) throw InputError(cat("the global batch of ", global_batch, " does not split over ", world, " ranks"));
   BatchingConfig bc;
   bc.batch_size = global_batch / world;
@@ -122,14 +212,18 @@ int main(int argc, char** argv) try {
   // The ceiling first: every rank runs OpenBLAS's sgemm with its own threads at the same time, so that all
   // the cores the run uses are busy (an idle rank would spin in MPI and disturb a lone measurement), and
   // the rates are summed.
-  topo.world->barrier();
-  double peak = sgemm_gflops(1024, o.threads);
-  topo.world->allreduce_sum(&peak, 1);
+  double peak = 0;
+  if (!gpu) {
+    topo.world->barrier();
+    peak = sgemm_gflops(1024, o.threads);
+    topo.world->allreduce_sum(&peak, 1);
+  }
   const double baseline_mib = rss_mib();
 
   SequenceFile file = SequenceFile::open(o.file);
   mc.vocab = file.vocab_size();
-  auto backend = make_backend(DeviceType::cpu, 0, o.threads);
+  auto backend = make_backend(gpu ? DeviceType::cuda : DeviceType::cpu, 0, o.threads,
+                              o.tf32 ? MathMode::tf32 : MathMode::fp32);
   Model model(*backend, mc);
   model.init(1);
   Optimizer opt(*backend, OptimizerConfig{"adam", 2e-3f}, model.num_params());
@@ -146,15 +240,24 @@ int main(int argc, char** argv) try {
     auto t0 = Clock::now();
     backend->zero(model.grads().data(), n);
     model.forward_backward(b, float(1.0 / global), 0);
+    backend->synchronize();
     auto t1 = Clock::now();
     allreduce_sum(topo, AllreduceAlgo::flat, model.grads().data(), n + Model::kReduceSlots, scratch);
     auto t2 = Clock::now();
     opt.step(model.params().data(), model.grads().data(), 2e-3f);
+    backend->synchronize();
     auto t3 = Clock::now();
-    // Zeroing the gradients belongs with the update.
-    t_fwd += model.last_timing().forward, t_bwd += model.last_timing().backward;
-    t_opt += seconds(t0, t1) - model.last_timing().forward - model.last_timing().backward + seconds(t2, t3);
+    const Model::Timing& mt = model.last_timing();
     t_red += seconds(t1, t2);
+    if (gpu) {
+      // The model's backward time is only the host's issuing of the work: the GPU's is all that follows
+      // the forward half up to the synchronisation (the zeroing, queued first, runs inside the forward half).
+      t_fwd += mt.forward, t_bwd += seconds(t0, t1) - mt.forward, t_opt += seconds(t2, t3);
+    } else {
+      // Zeroing the gradients belongs with the update.
+      t_fwd += mt.forward, t_bwd += mt.backward;
+      t_opt += seconds(t0, t1) - mt.forward - mt.backward + seconds(t2, t3);
+    }
   };
   // Mean loss per token of global batch 0 (every rank's slice, all-reduced).
   const Batch first = load(file, slice_of(0));
@@ -175,6 +278,7 @@ int main(int argc, char** argv) try {
   for (int l = 0; l < mc.layers; ++l) fwd_flops_per_token += 2.0 * 4 * H * ((l ? H : E) + H);  // input + recurrent
   double t_wait = 0, t_fwd = 0, t_bwd = 0, t_red = 0, t_opt = 0, tokens = 0;
   int64_t max_rows = first.tokens(), max_batch = first.packing.batch();
+  std::vector<Packing> packings;  // of the timed batches, for the LSTM alone (GPU)
   topo.world->barrier();
   const auto start = Clock::now();
   std::future<Batch> next = std::async(std::launch::async, load, std::cref(file), slice_of(0));
@@ -185,6 +289,7 @@ int main(int argc, char** argv) try {
     if (k + 1 < o.steps) next = std::async(std::launch::async, load, std::cref(file), slice_of(k + 1));
     max_rows = std::max(max_rows, b.tokens());
     max_batch = std::max<int64_t>(max_batch, b.packing.batch());
+    if (gpu) packings.push_back(b.packing);
     train_step(b, double(global_tokens(k)), t_fwd, t_bwd, t_red, t_opt);
     tokens += double(global_tokens(k));
   }
@@ -227,32 +332,44 @@ int main(int argc, char** argv) try {
   double rss[2] = {train_rss, expected + temps + baseline_mib};
   topo.world->allreduce_sum(rss, 2);  // only for the aggregate line under mpirun
 
+  const double lstm_seconds = gpu ? lstm_alone_seconds(*backend, mc, packings) : 0;
+
   const double gflops = tokens * 3 * fwd_flops_per_token / wall / 1e9;  // backward = twice the forward GEMMs
   const double tps = tokens / wall, eval_tps = eval_acc[1] / eval_wall;
   const double split = t_wait + t_fwd + t_bwd + t_red + t_opt;
+  const double outside_lstm = 1 - lstm_seconds / wall;
   if (lead) {
     std::cout << std::fixed << std::setprecision(1) << "config " << o.config << " (E=" << E << " H=" << H
-              << " L=" << mc.layers << ", global batch " << global_batch << ", V=" << V << "), " << world
-              << " rank(s) x " << o.threads << " thread(s), " << o.steps << " timed steps of " << tokens / o.steps
-              << " tokens on average\n"
+              << " L=" << mc.layers << ", global batch " << global_batch << ", V=" << V << "), ";
+    if (gpu)
+      std::cout << backend->device_name();
+    else
+      std::cout << world << " rank(s) x " << o.threads << " thread(s)";
+    std::cout << ", " << o.steps << " timed steps of " << tokens / o.steps << " tokens on average\n"
               << "  train tokens/s   " << tps << "\n"
-              << "  achieved         " << gflops << " GFLOP/s\n"
-              << "  sgemm (n=1024)   " << peak << " GFLOP/s (OpenBLAS, " << world << " x " << o.threads << " threads, best of 5 windows)\n"
-              << "  ratio            " << std::setprecision(3) << gflops / peak << "\n"
-              << std::setprecision(1) << "  time split       data wait " << t_wait / split * 100 << "%, forward "
+              << "  achieved         " << gflops << " GFLOP/s\n";
+    if (!gpu)
+      std::cout << "  sgemm (n=1024)   " << peak << " GFLOP/s (OpenBLAS, " << world << " x " << o.threads << " threads, best of 5 windows)\n"
+                << "  ratio            " << std::setprecision(3) << gflops / peak << "\n";
+    std::cout << std::setprecision(1) << "  time split       data wait " << t_wait / split * 100 << "%, forward "
               << t_fwd / split * 100 << "%, backward " << t_bwd / split * 100 << "%, all-reduce "
-              << t_red / split * 100 << "%, optimizer " << t_opt / split * 100 << "% (rank 0)\n"
-              << "  eval tokens/s    " << eval_tps << " (batch " << o.eval_batch << ", " << eval_acc[1]
-              << " tokens) = " << std::setprecision(2) << eval_tps / tps << " x training\n"
-              << std::setprecision(1) << "  peak RSS         " << train_rss << " MiB (rank 0, training) = "
-              << baseline_mib << " before the model (libraries, MPI, OpenBLAS buffers) + " << train_rss - baseline_mib
-              << " for training; " << rss_mib() << " after evaluation\n"
-              << "  needed           " << expected << " MiB = activations kept for backward " << act
-              << " + parameters and gradients " << params << " + Adam " << adam << " + read-ahead " << readahead
-              << " (backward temporaries " << temps << " more)\n"
-              << "  RSS / needed     " << std::setprecision(2) << (train_rss - baseline_mib) / expected
-              << " (training growth), " << train_rss / expected << " (whole process)\n"
-              << "  loss on batch 0  " << std::setprecision(4) << loss0 << " -> " << loss1 << " (" << o.steps + 1
+              << t_red / split * 100 << "%, optimizer " << t_opt / split * 100 << "% (rank 0)\n";
+    if (gpu)
+      std::cout << std::setprecision(3) << "  LSTM alone       " << lstm_seconds << " s of the steps' " << wall
+                << " s (forward and backward over the same batches): " << std::setprecision(1)
+                << outside_lstm * 100 << "% of step time outside the LSTM\n";
+    std::cout << "  eval tokens/s    " << eval_tps << " (batch " << o.eval_batch << ", " << eval_acc[1]
+              << " tokens) = " << std::setprecision(2) << eval_tps / tps << " x training\n";
+    if (!gpu)
+      std::cout << std::setprecision(1) << "  peak RSS         " << train_rss << " MiB (rank 0, training) = "
+                << baseline_mib << " before the model (libraries, MPI, OpenBLAS buffers) + " << train_rss - baseline_mib
+                << " for training; " << rss_mib() << " after evaluation\n"
+                << "  needed           " << expected << " MiB = activations kept for backward " << act
+                << " + parameters and gradients " << params << " + Adam " << adam << " + read-ahead " << readahead
+                << " (backward temporaries " << temps << " more)\n"
+                << "  RSS / needed     " << std::setprecision(2) << (train_rss - baseline_mib) / expected
+                << " (training growth), " << train_rss / expected << " (whole process)\n";
+    std::cout << "  loss on batch 0  " << std::setprecision(4) << loss0 << " -> " << loss1 << " (" << o.steps + 1
               << " steps)\n";
     if (world > 1)
       std::cout << std::setprecision(1) << "  all ranks        peak RSS " << rss[0] << " MiB, expected with temporaries and baseline " << rss[1] << " MiB\n";
@@ -262,6 +379,23 @@ int main(int argc, char** argv) try {
       rec << std::setprecision(4) << o.config << " " << world << " " << o.threads << " " << tps << " " << gflops
           << " " << peak << " " << gflops / peak << " " << eval_tps << " " << train_rss << " " << baseline_mib << " " << expected << " "
           << loss0 << " " << loss1 << "\n";
+    }
+    if (!o.json.empty()) {
+      // Shares of the split as fractions; lstm_seconds and outside_lstm only on the GPU (else null).
+      std::ostringstream j;
+      j << std::setprecision(6) << "{\"impl\": \"rnn_dist\", \"device\": \"" << o.device << "\", \"device_name\": \""
+        << json_escape(backend->device_name()) << "\", \"config\": \"" << o.config << "\", \"embed\": " << E
+        << ", \"hidden\": " << H << ", \"layers\": " << mc.layers << ", \"batch\": " << global_batch
+        << ", \"vocab\": " << V << ", \"ranks\": " << world << ", \"threads\": " << o.threads
+        << ", \"steps\": " << o.steps << ", \"tokens\": " << int64_t(tokens) << ", \"seconds\": " << wall
+        << ", \"tokens_per_s\": " << tps << ", \"gflops\": " << gflops << ", \"split\": {\"data_wait\": "
+        << t_wait / split << ", \"forward\": " << t_fwd / split << ", \"backward\": " << t_bwd / split
+        << ", \"allreduce\": " << t_red / split << ", \"optimizer\": " << t_opt / split << "}, \"lstm_seconds\": "
+        << (gpu ? cat(lstm_seconds) : "null") << ", \"outside_lstm\": " << (gpu ? cat(outside_lstm) : "null")
+        << ", \"eval_tokens_per_s\": " << eval_tps << ", \"loss_before\": " << loss0 << ", \"loss_after\": "
+        << loss1 << "}\n";
+      std::ofstream out(o.json, std::ios::app);
+      if (!(out << j.str())) throw InputError(cat("--json ", o.json, ": cannot write"));
     }
   }
   if (!std::isfinite(loss1) || !(loss1 < loss0)) {

@@ -4,17 +4,22 @@
 #
 #   1. Here, on the build machine (with a CUDA build: cmake -S . -B build-cuda -DRNN_DIST_CUDA=ON ...):
 #        scripts/gpu_check.sh bundle [BUILD_DIR=build-cuda]
-#      packs rnn_dist, rnn_prep, test_cuda_backend and h5diff with every shared library they need except
-#      glibc, libstdc++ and the CUDA ones (cudart, cuBLAS, cuDNN, NCCL: large, and the GPU machine has its
-#      own), plus Open MPI's plugins and data files (a single rank runs as an MPI singleton), into
-#      build-gpu-bundle/bundle.tar.xz (about 20 MB; build-*/ is git-ignored).
+#      packs rnn_dist, rnn_prep, test_cuda_backend, bench/train_throughput and h5diff with every shared
+#      library they need except glibc, libstdc++ and the CUDA ones (cudart, cuBLAS, cuDNN, NCCL: large, and
+#      the GPU machine has its own), plus Open MPI's plugins and data files (a single rank runs as an MPI
+#      singleton), into build-gpu-bundle/bundle.tar.xz (about 20 MB; build-*/ is git-ignored).
 #   2. On the GPU machine, with build-gpu-bundle carried along (the device tool: carry ["build-gpu-bundle"]):
 #        scripts/gpu_check.sh run [OUT_DIR=gpu-check-out]
 #      unpacks the bundle to /tmp, finds the CUDA/cuDNN/NCCL libraries (system, /usr/local/cuda, or the
 #      nvidia-* Python wheels), runs the GPU tests, then trains the same small model for 20 steps on the CPU
-#      and on the GPU and compares the two checkpoints' /model with h5diff -d 1e-3. Results go to OUT_DIR:
-#      gpu_tests.log/.xml, train_cpu.log, train_gpu.log, h5diff.log, summary.txt. Exit status 0 when every
-#      check passed.
+#      and on the GPU and compares the two checkpoints' /model with h5diff -d 1e-3, then runs the throughput
+#      benchmark against PyTorch (bench/gpu_throughput.sh: tokens/s of configurations G, S, L). Results go
+#      to OUT_DIR: gpu_tests.log/.xml, train_cpu.log, train_gpu.log, h5diff.log, bench/ (results.md,
+#      results.jsonl, one log per run), summary.txt. Exit status 0 when every check passed.
+#        scripts/gpu_check.sh bench [OUT_DIR=gpu-bench-out]
+#      runs the benchmark alone. Its size: RNN_DIST_BENCH_STEPS timed steps per run (default 30) and at
+#      most RNN_DIST_BENCH_BUDGET seconds (default 300, about 2-3 of them needed on an H200; 0 skips it in
+#      `run`), so that `run` stays within about 8 minutes.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 repo=$PWD
@@ -26,7 +31,7 @@ ompi_lib=/usr/lib/x86_64-linux-gnu/openmpi/lib/openmpi3
 
 bundle() {
   local build=${1:-build-cuda}
-  local bins=("$build/rnn_dist" "$build/rnn_prep" "$build/tests/test_cuda_backend")
+  local bins=("$build/rnn_dist" "$build/rnn_prep" "$build/tests/test_cuda_backend" "$build/bench/train_throughput")
   for b in "${bins[@]}"; do
     [[ -x $b ]] || { echo "gpu_check: $b is missing: build with -DRNN_DIST_CUDA=ON into $build first" >&2; exit 2; }
   done
@@ -64,24 +69,50 @@ cuda_lib_dirs() {
   local IFS=:; echo "${dirs[*]}"
 }
 
-run() {
-  local out=${1:-gpu-check-out}
+# Unpacks the bundle and sets the environment its programs need; sets root, bin, out and summary, and
+# py_ld_path: the LD_LIBRARY_PATH from before, for python3 (PyTorch must not load the bundle's libraries).
+setup() {
+  out=${1:-gpu-check-out}
   mkdir -p "$out"; out=$(cd "$out" && pwd)
   [[ -f $bundle_dir/bundle.tar.xz ]] || { echo "gpu_check: $bundle_dir/bundle.tar.xz missing: run 'scripts/gpu_check.sh bundle' on the build machine and carry build-gpu-bundle" >&2; exit 2; }
-  local root=/tmp/rnn_dist_gpu
+  root=/tmp/rnn_dist_gpu
   rm -rf "$root"; mkdir -p "$root"; tar -C "$root" -xJf "$bundle_dir/bundle.tar.xz"
-  local bin=$root/bin
+  bin=$root/bin
+  py_ld_path=${LD_LIBRARY_PATH-}
   local cuda_dirs; cuda_dirs=$(cuda_lib_dirs)
   export LD_LIBRARY_PATH="$root/lib:$cuda_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   # Open MPI relocated to the bundle; one process, no daemon, no network transports.
   export OPAL_PKGLIBDIR=$root/ompi/lib/openmpi3 OPAL_PKGDATADIR=$root/ompi/share/openmpi OPAL_SYSCONFDIR=$root/ompi/etc
   export OMPI_MCA_ess_singleton_isolated=1 OMPI_MCA_btl=self OMPI_MCA_pml=ob1
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-  local summary=$out/summary.txt status=0
+  summary=$out/summary.txt
   : >"$summary"
-  note() { echo "$*" | tee -a "$summary"; }
-
   { nvidia-smi -L 2>&1 || true; } | tee "$out/gpu.txt"
+}
+
+note() { echo "$*" | tee -a "$summary"; }
+
+# The throughput benchmark (bench/gpu_throughput.sh) with the bundle's binaries; returns its exit status.
+bench_step() {
+  local steps=${RNN_DIST_BENCH_STEPS:-30} budget=${RNN_DIST_BENCH_BUDGET:-300}
+  RNN_DIST_BENCH_PY_LD_LIBRARY_PATH=$py_ld_path bash bench/gpu_throughput.sh "$bin" "$out/bench" "$steps" "$budget" \
+    >"$out/bench.log" 2>&1
+  local rc=$?
+  if [[ $rc -eq 0 ]]; then note "PASS benchmark ($steps steps per run; table in bench/results.md):"
+  else note "FAIL benchmark (exit $rc, see bench.log and bench/):"; fi
+  [[ -f $out/bench/results.md ]] && note "$(cat "$out/bench/results.md")"
+  return $rc
+}
+
+bench() {
+  setup "${1:-gpu-bench-out}"
+  bench_step
+  exit $?
+}
+
+run() {
+  setup "$@"
+  local status=0
   local missing; missing=$(ldd "$bin/rnn_dist" "$bin/test_cuda_backend" | grep "not found" | sort -u)
   if [[ -n $missing ]]; then
     note "FAIL libraries not found (LD_LIBRARY_PATH=$LD_LIBRARY_PATH):"; note "$missing"; exit 1
@@ -129,11 +160,13 @@ run() {
   else
     note "FAIL no checkpoint to compare (cpu: ${ckpt_cpu:-none}, cuda: ${ckpt_gpu:-none})"; status=1
   fi
+  if [[ ${RNN_DIST_BENCH_BUDGET:-300} -gt 0 ]]; then bench_step || status=1; fi
   exit $status
 }
 
 case ${1:-} in
   bundle) shift; bundle "$@" ;;
   run) shift; run "$@" ;;
-  *) echo "usage: scripts/gpu_check.sh bundle [BUILD_DIR] | run [OUT_DIR]" >&2; exit 2 ;;
+  bench) shift; bench "$@" ;;
+  *) echo "usage: scripts/gpu_check.sh bundle [BUILD_DIR] | run [OUT_DIR] | bench [OUT_DIR]" >&2; exit 2 ;;
 esac

@@ -57,6 +57,9 @@ class Backend {
   virtual void download(void* host_dst, const void* device_src, size_t bytes) = 0;
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;  // device to device
   virtual void zero(float* x, int64_t n) = 0;
+  // Waits until every operation issued so far has finished (a no-op where calls are synchronous): for
+  // timing asynchronous devices.
+  virtual void synchronize() = 0;
 
   // Model kernels (shapes as in cpu_kernels.h).
   virtual void embedding_forward(const int32_t* ids, int64_t rows, const float* table, int dim, float* out) = 0;

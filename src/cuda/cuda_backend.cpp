@@ -136,6 +136,7 @@ class CudaBackend final : public Backend {
   void zero(float* x, int64_t n) override {
     if (n > 0) CUDA_CHECK(cudaMemsetAsync(x, 0, static_cast<size_t>(n) * sizeof(float), stream_.s));
   }
+  void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(stream_.s)); }
 
   void embedding_forward(const int32_t* ids, int64_t rows, const float* table, int dim, float* out) override {
     CUDA_CHECK(launch_embedding_forward(ids, rows, table, dim, out, stream_.s));

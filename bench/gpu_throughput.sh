@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# Issue 5's GPU benchmark: training tokens/s of rnn_dist (bench/train_throughput --device cuda) next to
+# PyTorch's nn.LSTM on the same batches of the same files (bench/pytorch_lstm.py), on the same GPU in the
+# same run, for configuration G (word level, V = 10k, E=512, H=1024, L=2, batch 128, lengths 20-200) and
+# the char configurations S and L. The text is synthetic (bench/synth_corpus.awk, through rnn_prep), so no
+# corpus is needed on the GPU machine. rnn_dist runs fp32 (TF32 off) and TF32 when `train_throughput
+# --help` lists --tf32; its bf16 is not implemented (a line says so). PyTorch runs fp32, tf32 and bf16.
+#
+# Writes to OUT_DIR: results.jsonl (one JSON object per run; runs that failed, were skipped or are not
+# implemented have a "status"), results.md (the table, ours / PyTorch against the targets: >= 1.2x
+# PyTorch's tokens/s, < 15% of step time outside the LSTM) and one log per run. No run starts once
+# BUDGET_S seconds have passed, and each is killed at that limit; those left out are listed as skipped.
+# Exit status 0 when every run that was started succeeded and both sides trained on the same tokens.
+#
+# Usage: gpu_throughput.sh BIN_DIR [OUT_DIR (gpu-bench-out)] [STEPS (30)] [BUDGET_S (300)]
+#   BIN_DIR holds rnn_prep and train_throughput (the unpacked bundle's bin/), or is a build directory.
+#   RNN_DIST_BENCH_PY_LD_LIBRARY_PATH, when set, is python3's LD_LIBRARY_PATH: scripts/gpu_check.sh puts
+#   the bundle's libraries on LD_LIBRARY_PATH for our binaries, and PyTorch must load its own.
+set -uo pipefail
+BIN=$(cd "${1:?usage: gpu_throughput.sh BIN_DIR [OUT_DIR] [STEPS] [BUDGET_S]}" && pwd)
+OUT=${2:-gpu-bench-out}
+STEPS=${3:-30}
+BUDGET=${4:-300}
+HERE=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$OUT"; OUT=$(cd "$OUT" && pwd)
+prep=$BIN/rnn_prep
+tt=$BIN/train_throughput
+[[ -x $tt ]] || tt=$BIN/bench/train_throughput
+for b in "$prep" "$tt"; do [[ -x $b ]] || { echo "gpu_throughput: $b not found" >&2; exit 2; }; done
+py_env=(env "LD_LIBRARY_PATH=${RNN_DIST_BENCH_PY_LD_LIBRARY_PATH-${LD_LIBRARY_PATH-}}")
+RES=$OUT/results.jsonl
+: >"$RES"
+SECONDS=0
+status=0
+
+# Seconds left of the budget; a run needs at least 20 to be worth starting.
+left() { echo $((BUDGET - SECONDS)); }
+skipped() { echo "{\"impl\": \"$1\", \"config\": \"$2\", \"precision\": \"$3\", \"status\": \"$4\"}" >>"$RES"; }
+
+# The data, once per OUT_DIR: G word level with the 10k most frequent words, lengths 20-200; S and L char
+# level, records cut at 400 characters as in the CPU benchmark (bench/cpu_throughput.sh).
+make_data() {  # NAME LINES MINW MAXW SEED rnn_prep options...
+  local name=$1 lines=$2 minw=$3 maxw=$4 seed=$5; shift 5
+  [[ -f $OUT/data/$name/train.h5 ]] && return 0
+  mkdir -p "$OUT/data"
+  awk -v lines="$lines" -v minw="$minw" -v maxw="$maxw" -v seed="$seed" -f "$HERE/synth_corpus.awk" \
+    >"$OUT/data/$name.txt" &&
+    "$prep" --input "$OUT/data/$name.txt" --output-dir "$OUT/data/$name" --valid-fraction 0 "$@" \
+      >"$OUT/data/$name.log" 2>&1 || { echo "gpu_throughput: rnn_prep failed, see $OUT/data/$name.log" >&2; exit 1; }
+  rm -f "$OUT/data/$name.txt"
+}
+make_data word 16384 18 198 1 --tokenizer word --max-vocab 10000
+make_data char 8192 6 130 2 --tokenizer char --max-len 400
+declare -A data=([G]=$OUT/data/word/train.h5 [S]=$OUT/data/char/train.h5 [L]=$OUT/data/char/train.h5)
+
+has_tf32=0
+"$tt" --help 2>/dev/null | grep -q -- '--tf32' && has_tf32=1
+
+ours() {  # CONFIG
+  local c=$1 p log flags
+  for p in fp32 tf32; do
+    log=$OUT/ours_${c}_$p.log
+    if [[ $p == tf32 && $has_tf32 == 0 ]]; then
+      echo "rnn_dist $c tf32: not available (train_throughput --help lists no --tf32)"
+      skipped rnn_dist "$c" tf32 "not available (no --tf32)"; continue
+    fi
+    if (($(left) < 20)); then
+      echo "rnn_dist $c $p: skipped (time budget of $BUDGET s used)"; skipped rnn_dist "$c" "$p" "skipped: time budget"; continue
+    fi
+    flags=(--device cuda --steps "$STEPS" --json "$OUT/ours.tmp")
+    [[ $p == tf32 ]] && flags+=(--tf32)
+    rm -f "$OUT/ours.tmp"
+    echo "== rnn_dist $c $p"
+    if timeout "$(left)" "$tt" "${data[$c]}" "$c" "${flags[@]}" 2>&1 | tee "$log"; [[ ${PIPESTATUS[0]} -eq 0 && -s $OUT/ours.tmp ]]; then
+      sed "s/^{/{\"precision\": \"$p\", /" "$OUT/ours.tmp" >>"$RES"
+    else
+      echo "rnn_dist $c $p: FAILED (see $log)"; skipped rnn_dist "$c" "$p" "failed (see $(basename "$log"))"; status=1
+    fi
+  done
+  rm -f "$OUT/ours.tmp"
+  echo "rnn_dist $c bf16: not implemented"; skipped rnn_dist "$c" bf16 "not implemented"
+}
+
+# PyTorch, one process for the given configurations (importing torch and starting CUDA once).
+pytorch() {  # CONFIG...
+  local c runs=() log=$OUT/pytorch_$(IFS=; echo "$*").log
+  for c in "$@"; do runs+=("$c=${data[$c]}"); done
+  if ! command -v python3 >/dev/null; then
+    echo "PyTorch $*: no python3"; status=1; return
+  fi
+  if (($(left) < 20)); then
+    echo "PyTorch $*: skipped (time budget of $BUDGET s used)"
+    for c in "$@"; do skipped pytorch "$c" fp32 "skipped: time budget"; done
+    return
+  fi
+  echo "== PyTorch $*"
+  rm -f "$OUT/pytorch.tmp"
+  timeout "$(left)" "${py_env[@]}" python3 "$HERE/pytorch_lstm.py" --steps "$STEPS" --json "$OUT/pytorch.tmp" \
+    "${runs[@]}" 2>&1 | tee "$log"
+  [[ ${PIPESTATUS[0]} -eq 0 ]] || { echo "PyTorch $*: FAILED or cut short (see $(basename "$log"))"; status=1; }
+  [[ -f $OUT/pytorch.tmp ]] && cat "$OUT/pytorch.tmp" >>"$RES"
+  rm -f "$OUT/pytorch.tmp"
+}
+
+# G, the configuration of the target, first and complete on both sides; then S and L.
+ours G
+pytorch G
+ours S
+ours L
+pytorch S L
+
+# The table: every configuration x precision that either side ran, ours / PyTorch, the targets.
+"${py_env[@]}" python3 - "$RES" "$OUT/results.md" "$STEPS" <<'PY' || status=1
+import json, sys
+res_path, md_path, steps = sys.argv[1:]
+rows = [json.loads(l) for l in open(res_path) if l.strip()]
+get = {(r["impl"], r["config"], r["precision"]): r for r in rows}
+keys = []
+for r in rows:
+    if (r["config"], r["precision"]) not in keys:
+        keys.append((r["config"], r["precision"]))
+order = {"G": 0, "S": 1, "L": 2}
+keys.sort(key=lambda k: (order.get(k[0], 9), ["fp32", "tf32", "bf16"].index(k[1])))
+gpu = next((r["device_name"] for r in rows if "device_name" in r), "?")
+torch = next((f"PyTorch {r['torch']}, cuDNN {r['cudnn']}" for r in rows if "torch" in r), "PyTorch: no result")
+out = [f"GPU: {gpu}; {torch}; {steps} timed steps per run.", "",
+       "| config | precision | rnn_dist tokens/s | PyTorch tokens/s | rnn_dist / PyTorch (target >= 1.2) "
+       "| outside the LSTM, rnn_dist (target < 15%) | PyTorch LSTM dtype | same tokens |",
+       "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+bad = False
+for c, p in keys:
+    ours, pt = get.get(("rnn_dist", c, p), {}), get.get(("pytorch", c, p), {})
+    def tps(r):
+        return f"{r['tokens_per_s']:,.0f}" if "tokens_per_s" in r else r.get("status", "no result")
+    ratio = share = same = "-"
+    if "tokens_per_s" in ours and "tokens_per_s" in pt:
+        x = ours["tokens_per_s"] / pt["tokens_per_s"]
+        ratio = f"{x:.2f} {'met' if x >= 1.2 else 'MISSED'}"
+        same = "yes" if ours["tokens"] == pt["tokens"] else f"NO ({ours['tokens']} vs {pt['tokens']})"
+        bad |= ours["tokens"] != pt["tokens"]
+    if ours.get("outside_lstm") is not None:
+        s = ours["outside_lstm"]
+        share = f"{100 * s:.1f}% {'met' if s < 0.15 else 'MISSED'}"
+    out.append(f"| {c} | {p} | {tps(ours)} | {tps(pt)} | {ratio} | {share} | {pt.get('lstm_dtype', '-')} | {same} |")
+open(md_path, "w").write("\n".join(out) + "\n")
+print("\n".join(out))
+sys.exit(1 if bad else 0)
+PY
+echo "gpu_throughput: results in $OUT/results.md and $OUT/results.jsonl (${SECONDS} s)"
+exit $status
