@@ -5,15 +5,12 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
-#include <condition_variable>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
-#include <mutex>
 #include <optional>
-#include <thread>
 #include <utility>
 
 #include "rnn_dist/checkpoint.h"
@@ -22,6 +19,7 @@
 #include "rnn_dist/error.h"
 #include "rnn_dist/random.h"
 #include "rnn_dist/rank_errors.h"
+#include "rnn_dist/read_ahead.h"
 #include "rnn_dist/stream.h"
 
 namespace rnn_dist {
@@ -109,81 +107,6 @@ class StreamSource : public StepSource {
   TokenStream stream_;
   StreamPlan plan_;
   int64_t first_, last_;
-};
-
-// The read-ahead: one background thread for the whole run loads the step the training loop asks for next
-// while the current step computes (a thread started per step would cost a thread start every step).
-class ReadAhead {
- public:
-  explicit ReadAhead(const StepSource& source) : source_(source), thread_([this] { serve(); }) {}
-  ~ReadAhead() {
-    {
-      std::lock_guard lock(m_);
-      quit_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();  // after the load in progress, if any
-  }
-  ReadAhead(const ReadAhead&) = delete;
-  ReadAhead& operator=(const ReadAhead&) = delete;
-
-  // Starts loading step k of the current epoch; one request at a time, collected with take().
-  void request(int64_t k) {
-    {
-      std::lock_guard lock(m_);
-      if (want_ || ready_) throw Error("ReadAhead: a batch was requested before the previous one was taken");
-      want_ = k;
-    }
-    cv_.notify_all();
-  }
-  // The requested batch, once loaded; rethrows the error of its load.
-  Batch take() {
-    std::unique_lock lock(m_);
-    cv_.wait(lock, [&] { return !want_; });
-    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
-    if (!ready_) throw Error("ReadAhead: take() without a request");
-    Batch b = std::move(*ready_);
-    ready_.reset();
-    return b;
-  }
-  // Returns when no load is running, so that the caller may use HDF5 itself (a build of HDF5 without
-  // thread safety allows one thread in the library). A loaded batch stays for take().
-  void idle() {
-    std::unique_lock lock(m_);
-    cv_.wait(lock, [&] { return !want_; });
-  }
-
- private:
-  void serve() {
-    std::unique_lock lock(m_);
-    for (;;) {
-      cv_.wait(lock, [&] { return quit_ || want_; });
-      if (!want_) return;
-      const int64_t k = *want_;
-      lock.unlock();
-      std::optional<Batch> batch;
-      std::exception_ptr error;
-      try {
-        batch = source_.load(k);
-      } catch (...) {
-        error = std::current_exception();
-      }
-      lock.lock();
-      ready_ = std::move(batch);
-      error_ = error;
-      want_.reset();
-      cv_.notify_all();
-    }
-  }
-
-  const StepSource& source_;
-  std::mutex m_;
-  std::condition_variable cv_;
-  std::optional<int64_t> want_;  // requested and not loaded yet
-  std::optional<Batch> ready_;
-  std::exception_ptr error_;
-  bool quit_ = false;
-  std::thread thread_;  // last: starts once the members above exist
 };
 
 // A test hook: RNN_DIST_TEST_FAIL="RANK:STEP" makes that rank throw before that step, and
@@ -519,7 +442,7 @@ int Trainer::run() {
   float* h = c_.batching == "stream" ? state_.data() : nullptr;
   float* cs = c_.batching == "stream" ? state_.data() + state_elems() : nullptr;
   start_ = last_log_ = Clock::now();
-  ReadAhead reader(*source_);
+  ReadAhead reader([this](int64_t k) { return source_->load(k); });
 
   // A resumed run continues inside the epoch it stopped in; a finished epoch moves on to the next.
   int64_t first_epoch = pos_.epoch, first_k = pos_.step_in_epoch;
