@@ -25,6 +25,7 @@ mkdir -p "$S"/{state,spool,log,munge} "$T/work"
 chmod 700 "$S/munge"
 
 stop_daemons() {
+  kill "${watchdog:-}" 2>/dev/null
   # Jobs first (their slurmstepd processes outlive slurmd), then the daemons, by the PIDs they wrote.
   if [ -f "$S/slurmctld.pid" ]; then
     scancel --full --signal=KILL $(squeue -h -o %i 2>/dev/null) 2>/dev/null
@@ -41,6 +42,10 @@ stop_daemons() {
 }
 trap stop_daemons EXIT
 trap 'exit 1' INT TERM  # so that the EXIT trap runs when the test is interrupted
+# ctest ends a test past its TIMEOUT (600 s) with SIGKILL, which no trap sees, and the daemons would stay:
+# a watchdog sends TERM first. Killing the watchdog (at exit) also kills its sleep.
+(trap 'kill $nap 2>/dev/null; exit 0' TERM; sleep 570 & nap=$!; wait $nap && kill -TERM $$) >/dev/null 2>&1 &
+watchdog=$!
 
 # Ports: a block of 50 chosen by this process id, moved on while any of it is in use.
 base=$((20000 + ($$ % 400) * 50))
