@@ -179,6 +179,7 @@ class CpuBackend final : public Backend {
     each(n, [&](int64_t i0, int64_t i1) { std::memset(x + i0, 0, static_cast<size_t>(i1 - i0) * sizeof(float)); });
   }
   void synchronize() override {}
+  int64_t logits_block_elems() const override { return int64_t{1} << 22; }  // 16 MB
 
   void embedding_forward(const int32_t* ids, int64_t rows, const float* table, int dim, float* out) override {
     cpu::embedding_forward<float>(ids, rows, table, dim, out, &team_);

@@ -22,9 +22,6 @@ void ensure(Buffer& b, Backend& backend, size_t bytes) {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// Rows of the output layer processed at once: bounds the logits buffer to ~16 MB whatever the vocabulary.
-int64_t logits_chunk_rows(int64_t vocab) { return std::max<int64_t>(256, (int64_t{1} << 22) / std::max<int64_t>(vocab, 1)); }
-
 }  // namespace
 
 Batch make_batch(const std::vector<int32_t>& tokens, const std::vector<int64_t>& lengths) {
@@ -52,10 +49,15 @@ Batch make_batch(const std::vector<int32_t>& tokens, const std::vector<int64_t>&
   return batch;
 }
 
-Model::Model(Backend& backend, const ModelConfig& config) : backend_(backend), config_(config) {
+Model::Model(Backend& backend, const ModelConfig& config, int64_t logits_block_elems)
+    : backend_(backend), config_(config) {
   if (config.vocab < 1 || config.embed < 1 || config.hidden < 1 || config.layers < 1)
     throw InputError(cat("invalid model shape: vocab ", config.vocab, ", embed ", config.embed, ", hidden ",
                          config.hidden, ", layers ", config.layers));
+  // The backend's block keeps at least 256 rows, so that huge vocabularies still make efficient GEMMs.
+  logits_block_rows_ = logits_block_elems > 0
+                           ? std::max<int64_t>(1, logits_block_elems / config.vocab)
+                           : std::max<int64_t>(256, backend.logits_block_elems() / config.vocab);
   const int64_t V = config.vocab, E = config.embed, H = config.hidden;
   lstm_ = backend.make_lstm({config.embed, config.hidden, config.layers, config.dropout});
   emb_offset_ = 0;
@@ -161,7 +163,7 @@ double Model::run(const Batch& batch, bool train, float grad_scale, uint64_t dro
   if (train) dy_.resize({rows, H});
 
   double loss = 0, backward = 0;
-  const int64_t chunk = logits_chunk_rows(V);
+  const int64_t chunk = logits_block_rows_;
   for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
     const int64_t n = std::min(chunk, rows - r0);
     logits_.resize({n, V});

@@ -3,8 +3,8 @@
 // equal to forward_backward's loss, gradient accumulation and grad_scale, dropout determinism per seed,
 // init determinism, param_slices names/shapes/layout, 1 and 3 threads and the inference pass agreeing with
 // the training pass, a state carried in place (initial and final state in one device buffer) equal to
-// separate buffers, and step's log-probabilities (normalised, and equal to evaluate's NLL on a 2-token
-// sequence).
+// separate buffers, the output layer in blocks of one row equal to one block, and step's
+// log-probabilities (normalised, and equal to evaluate's NLL on a 2-token sequence).
 #include "rnn_dist/model.h"
 
 #include <gtest/gtest.h>
@@ -288,6 +288,23 @@ TEST(Model, StateCarriedInPlaceEqualsSeparateBuffers) {
     EXPECT_EQ(download_grads(m), want_grads) << what;
     EXPECT_EQ(to_host(carried), to_host(final_state)) << what;
   }
+}
+
+// The output layer and the loss run in blocks of rows (model.h): one row per block gives the loss and the
+// gradients of one block for the whole batch, up to the order of the sums.
+TEST(Model, LogitsInBlocksEqualOneBlock) {
+  auto backend = make_backend(DeviceType::cpu, 0, 1);
+  const ModelConfig config = small_config();
+  Model whole(*backend, config), rows(*backend, config, config.vocab);
+  whole.init(5);
+  rows.init(5);
+  const Batch batch = random_batch({9, 6, 6, 3}, config.vocab, 17);  // 20 rows: 20 blocks against 1
+  for (Model* m : {&whole, &rows}) backend->zero(m->grads().data(), m->grads().numel());
+  const double lw = whole.forward_backward(batch, 0.5f, 3), lr = rows.forward_backward(batch, 0.5f, 3);
+  EXPECT_NEAR(lr, lw, 1e-9 * std::fabs(lw));
+  const auto gw = download_grads(whole), gr = download_grads(rows);
+  for (size_t i = 0; i < gw.size(); ++i) ASSERT_NEAR(gr[i], gw[i], 1e-6f * (1 + std::fabs(gw[i]))) << "parameter " << i;
+  EXPECT_NEAR(rows.evaluate(batch), whole.evaluate(batch), 1e-9 * std::fabs(lw));
 }
 
 TEST(Model, StepMatchesEvaluate) {

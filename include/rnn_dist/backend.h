@@ -60,6 +60,10 @@ class Backend {
   // Waits until every operation issued so far has finished (a no-op where calls are synchronous): for
   // timing asynchronous devices.
   virtual void synchronize() = 0;
+  // How many logits (rows x vocabulary) the model computes at once: the output layer and the loss run in
+  // blocks of about this size, and each block's loss is read back to the host. The CPU's block fits its
+  // caches; a GPU's is limited only by the memory worth spending on it.
+  virtual int64_t logits_block_elems() const = 0;
 
   // Model kernels (shapes as in cpu_kernels.h).
   virtual void embedding_forward(const int32_t* ids, int64_t rows, const float* table, int dim, float* out) = 0;

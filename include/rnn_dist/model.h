@@ -33,7 +33,9 @@ Batch make_batch(const std::vector<int32_t>& tokens, const std::vector<int64_t>&
 
 class Model {
  public:
-  Model(Backend& backend, const ModelConfig& config);
+  // logits_block_elems > 0 replaces the backend's choice of how many logits to compute at once (tests
+  // use it to cut a batch into many blocks).
+  Model(Backend& backend, const ModelConfig& config, int64_t logits_block_elems = 0);
 
   const ModelConfig& config() const { return config_; }
   Backend& backend() const { return backend_; }
@@ -84,6 +86,7 @@ class Model {
   std::unique_ptr<Lstm> lstm_;
   std::vector<ParamSlice> slices_;
   int64_t emb_offset_ = 0, lstm_offset_ = 0, out_w_offset_ = 0, out_b_offset_ = 0;
+  int64_t logits_block_rows_ = 0;
   Tensor params_, grads_;
   // Device workspaces, grown to the largest batch seen.
   Buffer ids_, targets_;

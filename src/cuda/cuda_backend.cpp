@@ -137,6 +137,8 @@ class CudaBackend final : public Backend {
     if (n > 0) CUDA_CHECK(cudaMemsetAsync(x, 0, static_cast<size_t>(n) * sizeof(float), stream_.s));
   }
   void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(stream_.s)); }
+  // 256 MB: a word-level batch (128 x 110 rows, V = 10,000) in 3 blocks, not 34 (each waits for its loss).
+  int64_t logits_block_elems() const override { return int64_t{1} << 26; }
 
   void embedding_forward(const int32_t* ids, int64_t rows, const float* table, int dim, float* out) override {
     CUDA_CHECK(launch_embedding_forward(ids, rows, table, dim, out, stream_.s));
