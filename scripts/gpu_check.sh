@@ -20,6 +20,8 @@
 #      runs the benchmark alone. Its size: RNN_DIST_BENCH_STEPS timed steps per run (default 30) and at
 #      most RNN_DIST_BENCH_BUDGET seconds (default 300, about 2-3 of them needed on an H200; 0 skips it in
 #      `run`), so that `run` stays within about 8 minutes.
+#      The device tool brings back at most 8 files from $OUT, so there the whole run is one command:
+#        scripts/gpu_check.sh run /tmp/gpu; rc=$?; tar -C /tmp -czf "$OUT/gpu.tgz" gpu; cat /tmp/gpu/summary.txt; exit $rc
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 repo=$PWD
