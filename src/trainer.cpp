@@ -2,6 +2,8 @@
 // all-reduce, the optimizer, logging, validation, checkpoints, signals and the non-finite-step policy.
 #include "rnn_dist/trainer.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -21,6 +23,7 @@
 #include "rnn_dist/rank_errors.h"
 #include "rnn_dist/read_ahead.h"
 #include "rnn_dist/stream.h"
+#include "rnn_dist/watchdog.h"
 
 namespace rnn_dist {
 namespace {
@@ -109,8 +112,9 @@ class StreamSource : public StepSource {
   int64_t first_, last_;
 };
 
-// A test hook: RNN_DIST_TEST_FAIL="RANK:STEP" makes that rank throw before that step, and
-// "RANK:STEP:kill" makes it die of SIGKILL there, to prove that one rank's failure ends every rank.
+// A test hook: RNN_DIST_TEST_FAIL="RANK:STEP" makes that rank throw before that step, "RANK:STEP:kill"
+// makes it die of SIGKILL there, and "RANK:STEP:hang" makes it wait forever, to prove that one rank's
+// failure ends every rank.
 void injected_failure(int rank, int64_t step) {
   static const char* spec = std::getenv("RNN_DIST_TEST_FAIL");
   if (!spec) return;
@@ -119,6 +123,8 @@ void injected_failure(int rank, int64_t step) {
   char how[8] = "";
   if (std::sscanf(spec, "%d:%lld:%7s", &r, &s, how) < 2 || r != rank || s != step) return;
   if (std::string(how) == "kill") std::raise(SIGKILL);
+  if (std::string(how) == "hang")
+    for (;;) pause();
   throw Error(cat("RNN_DIST_TEST_FAIL: injected failure at step ", step));
 }
 
@@ -158,6 +164,7 @@ class Trainer {
   Topology nccl_topo_;
   Topology* reduce_topo_ = nullptr;
   Tensor scratch_;
+  std::optional<Watchdog> watchdog_;  // deadline of the MPI collectives of a step, with several ranks
   std::unique_ptr<Model> model_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
@@ -281,6 +288,10 @@ void Trainer::check_ranks_agree() {
   // On GPUs the gradients live in device memory: they are summed by NCCL, bootstrapped over MPI.
   if (cuda) nccl_topo_ = make_nccl_topology(topo_, *backend_, c_.comm_timeout);
   reduce_topo_ = cuda ? &nccl_topo_ : &topo_;
+  // Rank 0 reports first; the others, waiting for the same hung rank, a little later (one message).
+  if (topo_.world_size() > 1)
+    watchdog_.emplace(c_.comm_timeout, lead_ ? 0.0 : std::min(10.0, c_.comm_timeout),
+                      cat("rank ", topo_.world_rank(), " (", topo_.host, ")"));
   scratch_ = Tensor(*backend_, {0});
   if (c_.verbose) {
     const Device d = backend_->device();
@@ -368,6 +379,9 @@ void Trainer::save() {
   if (c_.batching == "stream") pos_.stream_state = gather_stream_state();
   if (lead_)
     write_checkpoint(c_.checkpoint_dir, c_.keep, *model_, *optimizer_, train_->tokenizer(), train_->vocab(), pos_);
+  // The other ranks wait for the write here rather than in the next step's collective, whose deadline
+  // (--comm-timeout) is for hangs, not for a slow file system.
+  topo_.world->barrier();
 }
 
 std::pair<double, double> Trainer::evaluate(const SequenceFile& file) {
@@ -467,6 +481,8 @@ int Trainer::run() {
       // requests (a signal on any rank stops every rank after this step).
       float totals[Model::kReduceSlots] = {static_cast<float>(loss_sum), static_cast<float>(batch.tokens())};
       backend.upload(model.grads().data() + n, totals, sizeof(totals));
+      // MPI collectives run under the watchdog; NCCL ones have their own deadline.
+      if (watchdog_ && reduce_topo_ == &topo_) watchdog_->arm(cat("step ", pos_.step + 1, ": the gradient all-reduce"));
       try {
         allreduce_sum(*reduce_topo_, algo, model.grads().data(), n + Model::kReduceSlots, scratch_);
       } catch (const Error& e) {
@@ -474,7 +490,9 @@ int Trainer::run() {
       }
       backend.download(totals, model.grads().data() + n, sizeof(totals));
       int64_t stop = g_stop_signal;
+      if (watchdog_) watchdog_->arm(cat("step ", pos_.step + 1, ": the stop-request all-reduce"));
       topo_.world->allreduce_max(&stop, 1);
+      if (watchdog_) watchdog_->disarm();
       auto t3 = Clock::now();
       const double norm = std::sqrt(backend.sum_squares(model.grads().data(), n));
       const double loss = double(totals[0]) / double(totals[1]);

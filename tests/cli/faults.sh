@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Fault tests of `rnn_dist train`: a data file missing on one rank, a rank that throws and a rank killed
-# mid-training end every rank within seconds with one message; SIGTERM (on one rank or all) finishes the
-# step, writes a checkpoint and exits 0, and --resume continues; after a killed rank, --resume reaches
-# the parameters of an uninterrupted run; non-finite steps are skipped, then stop the job, agreed by all
-# ranks and reported once; damaged data and checkpoints are refused by name; SIGKILL during checkpoint
-# writes never leaves a damaged checkpoint; a full disk loses nothing; runs are bitwise repeatable.
+# mid-training end every rank within seconds with one message, and so does a rank that hangs (the
+# watchdog); SIGTERM (on one rank or all) finishes the step, writes a checkpoint and exits 0, and --resume
+# continues; after a killed rank, --resume reaches the parameters of an uninterrupted run; non-finite
+# steps are skipped, then stop the job, agreed by all ranks and reported once; damaged data and
+# checkpoints are refused by name; SIGKILL during checkpoint writes never leaves a damaged checkpoint; a
+# full disk loses nothing; runs are bitwise repeatable.
 # $1 = build directory.
 source "$(dirname "$0")/lib/harness.sh"
 MOUNTS=()
@@ -32,6 +33,16 @@ rc=$?
 [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $((SECONDS - start)) -lt 30 ] && [ "$(grep -c 'rnn_dist: error' err)" -eq 1 ] \
   && grep -q "rnn_dist: error: rank 1 (.*): RNN_DIST_TEST_FAIL: injected failure at step 5" err \
   && ok "a throwing rank ends the job in $((SECONDS - start)) s (rc $rc)" || bad "throwing rank: rc $rc: $(head -5 err)"
+
+# A rank that hangs (never reaches the step's all-reduce): the others would wait forever inside MPI; the
+# watchdog (--comm-timeout) ends the job, with one message from rank 0 naming the step.
+start=$SECONDS
+RNN_DIST_TEST_FAIL=1:5:hang timeout 60 $MPI "$BUILD/rnn_dist" train $A --max-steps 50 --comm-timeout 3 > out 2> err
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $((SECONDS - start)) -lt 30 ] && [ "$(grep -c 'rnn_dist: error' err)" -eq 1 ] \
+  && grep -q "rnn_dist: error: rank 0 (.*): step 5: the gradient all-reduce did not complete within 3 s" err \
+  && ok "a hanging rank: the watchdog ends the job in $((SECONDS - start)) s (rc $rc), one message" \
+  || bad "hanging rank: rc $rc after $((SECONDS - start)) s: $(head -5 err)"
 
 # A rank killed (SIGKILL) mid-training: the others end within 30 s; --resume from the last checkpoint
 # then reaches the parameters of an uninterrupted run (bitwise: same ranks, same threads).

@@ -1,0 +1,43 @@
+// A deadline for the collectives of a training step. MPI's collectives block without a timeout, so a rank
+// that hangs (a stalled file system, a deadlock) would leave every other rank waiting forever: armed
+// around a collective, the watchdog ends this process when the collective has not returned in time, and
+// the launcher (mpirun, or srun --kill-on-bad-exit) then ends every rank. NCCL's collectives have their
+// own deadline (device_communicator.h); both follow --comm-timeout.
+#pragma once
+
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace rnn_dist {
+
+class Watchdog {
+ public:
+  // `seconds`: the limit. `grace`: added to it on this rank, so that when every other rank is waiting for
+  // one that hangs, one of them (the one with no grace) reports first and the message is printed once.
+  // `who` names this rank in the message ("rank 3 (host n17)").
+  Watchdog(double seconds, double grace, std::string who);
+  ~Watchdog();
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+  // Starts the clock for `what` ("step 12: the gradient all-reduce"); disarm() stops it. If it runs out,
+  // one line goes to stderr and the process exits with status 3.
+  void arm(std::string what);
+  void disarm();
+
+ private:
+  void watch();
+
+  const double seconds_, grace_;
+  const std::string who_;
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::string what_;
+  bool armed_ = false, quit_ = false;
+  unsigned long generation_ = 0;  // counts arm() calls, so that a re-arm restarts the clock
+  std::thread thread_;            // last: starts once the members above exist
+};
+
+}  // namespace rnn_dist

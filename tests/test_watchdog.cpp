@@ -1,0 +1,58 @@
+// Tests of the collectives' deadline (watchdog.h): an armed watchdog that runs out prints one line naming
+// the rank and the collective and exits with status 3; disarming in time, re-arming (which restarts the
+// clock) and the grace keep the process alive.
+#include "rnn_dist/watchdog.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+namespace rnn_dist {
+namespace {
+
+void sleep_s(double s) { std::this_thread::sleep_for(std::chrono::duration<double>(s)); }
+
+TEST(WatchdogDeathTest, EndsTheProcessWhenACollectiveOverruns) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        Watchdog w(0.2, 0.0, "rank 3 (host n17)");
+        w.arm("step 7: the gradient all-reduce");
+        sleep_s(5);
+      },
+      testing::ExitedWithCode(3),
+      "rnn_dist: error: rank 3 \\(host n17\\): step 7: the gradient all-reduce did not complete within 0.2 s");
+}
+
+TEST(Watchdog, DisarmedInTimeItStaysQuiet) {
+  Watchdog w(0.3, 0.0, "rank 0");
+  for (int step = 0; step < 3; ++step) {
+    w.arm("a collective");
+    sleep_s(0.05);
+    w.disarm();
+  }
+  sleep_s(0.5);  // past the limit, disarmed: still alive
+  SUCCEED();
+}
+
+TEST(Watchdog, ReArmingRestartsTheClock) {
+  Watchdog w(0.3, 0.0, "rank 0");
+  w.arm("first");
+  sleep_s(0.2);
+  w.arm("second");  // 0.4 s since the first arm() in all, 0.2 s since this one
+  sleep_s(0.2);
+  w.disarm();
+  SUCCEED();
+}
+
+TEST(Watchdog, GraceExtendsTheLimit) {
+  Watchdog w(0.2, 0.5, "rank 1");
+  w.arm("a collective");
+  sleep_s(0.4);  // past the limit, within limit + grace
+  w.disarm();
+  SUCCEED();
+}
+
+}  // namespace
+}  // namespace rnn_dist
