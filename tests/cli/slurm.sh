@@ -154,9 +154,10 @@ fi
 # TERM to the batch shell (what #SBATCH --signal=B:TERM@120 sends before the time limit): checkpoint,
 # requeue, and the requeued run resumes and finishes. RNN_DIST_REQUEUE_WITHIN makes any time left count
 # as "near the limit"; Slurm holds a requeued job back for two minutes, so the test releases it. This job
-# is polled rather than waited for with sbatch --wait, which may return when the job is requeued.
+# is polled rather than waited for with sbatch --wait, which may return when the job is requeued. Its
+# 3000 steps outlast the signal on a fast machine (300 were over in a second).
 RNN_DIST_REQUEUE_WITHIN=100000000 sbatch --parsable -o requeue.out "${NODE_OPTS[@]}" "$J/train_node.sbatch" \
-  "$J/cpu_smoke.conf" "${LONG[@]}" --max-steps 300 --checkpoint-dir out/requeue-ckpt > requeue.id
+  "$J/cpu_smoke.conf" "${LONG[@]}" --max-steps 3000 --checkpoint-dir out/requeue-ckpt > requeue.id
 id=$(head -1 requeue.id)
 if wait_for requeue.out "^epoch 1 step 40/"; then
   kill -TERM "$(scontrol listpids "$id" | awk '$3 == "batch" && $4 == "0" { print $1 }')"
@@ -171,8 +172,8 @@ fi
 info=$(scontrol show job "$id" | grep -oE "(JobState|Reason|Restarts|ExitCode)=[^ ]*" | tr '\n' ' ')
 n=$(sed -n 's/^stopped by signal 10 after step \([0-9]*\):.*/\1/p' requeue.out)
 grep -q "JobState=COMPLETED" <<<"$info" && grep -q "Restarts=1 ExitCode=0:0" <<<"$info" && [ -n "$n" ] && grep -q "requeueing to resume" requeue.out \
-  && grep -q "resumed from out/requeue-ckpt/step-$(printf %08d "$n").h5" requeue.out && [ "$(last_step out/requeue-ckpt)" = 300 ] \
-  && ok "train_node.sbatch: TERM to the batch shell checkpointed at step $n, requeued, resumed to step 300" \
+  && grep -q "resumed from out/requeue-ckpt/step-$(printf %08d "$n").h5" requeue.out && [ "$(last_step out/requeue-ckpt)" = 3000 ] \
+  && ok "train_node.sbatch: TERM to the batch shell checkpointed at step $n, requeued, resumed to step 3000" \
   || bad "requeue: $info: $(grep -E 'signal|requeue|resumed|error|FAIL|restart' requeue.out); last lines: $(tail -5 requeue.out)"
 
 cp "$J/cpu_smoke.conf" twonodes.conf
