@@ -12,9 +12,10 @@
 #        scripts/gpu_check.sh run [OUT_DIR=gpu-check-out]
 #      unpacks the bundle to /tmp, finds the CUDA/cuDNN/NCCL libraries (system, /usr/local/cuda, or the
 #      nvidia-* Python wheels), runs the GPU tests, then trains the same small model for 20 steps on the CPU
-#      and on the GPU and compares the two checkpoints' /model with h5diff -d 1e-3, then runs the throughput
+#      and on the GPU and compares the two checkpoints' /model with h5diff -d 1e-3 and evaluates the GPU one on
+#      both devices (rnn_dist eval --device, losses within 1e-4), then runs the throughput
 #      benchmark against PyTorch (bench/gpu_throughput.sh: tokens/s of configurations G, S, L). Results go
-#      to OUT_DIR: gpu_tests.log/.xml, train_cpu.log, train_gpu.log, h5diff.log, bench/ (results.md,
+#      to OUT_DIR: gpu_tests.log/.xml, train_cpu.log, train_gpu.log, h5diff.log, eval_*.log, bench/ (results.md,
 #      results.jsonl, one log per run), summary.txt. Exit status 0 when every check passed.
 #        scripts/gpu_check.sh bench [OUT_DIR=gpu-bench-out]
 #      runs the benchmark alone. Its size: RNN_DIST_BENCH_STEPS timed steps per run (default 30) and at
@@ -160,6 +161,18 @@ run() {
       note "PASS checkpoints equal within 1e-3: $(basename "$ckpt_cpu") cpu vs cuda"
     else
       note "FAIL checkpoints differ by more than 1e-3 (see h5diff.log)"; status=1
+    fi
+    # The GPU-trained checkpoint evaluated on each device: the same loss to 4 decimals.
+    local dev loss_cpu="" loss_cuda=""
+    for dev in cpu cuda; do
+      timeout 120 "$bin/rnn_dist" eval --checkpoint "$ckpt_gpu" --data "$work/data/valid.h5" --device "$dev" --json \
+        >"$out/eval_$dev.log" 2>&1
+      printf -v "loss_$dev" '%s' "$(tail -1 "$out/eval_$dev.log" | sed -n 's/^{"loss":\([0-9.]*\),.*/\1/p')"
+    done
+    if [[ -n $loss_cpu && $(awk -v a="$loss_cpu" -v b="$loss_cuda" 'BEGIN { d = a - b; print (d < 0 ? -d : d) < 1e-4 }') == 1 ]]; then
+      note "PASS eval of the GPU checkpoint: cpu $loss_cpu, cuda $loss_cuda"
+    else
+      note "FAIL eval of the GPU checkpoint: cpu '${loss_cpu}', cuda '${loss_cuda}' (see eval_cpu.log, eval_cuda.log)"; status=1
     fi
   else
     note "FAIL no checkpoint to compare (cpu: ${ckpt_cpu:-none}, cuda: ${ckpt_gpu:-none})"; status=1

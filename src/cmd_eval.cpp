@@ -44,12 +44,28 @@ std::unique_ptr<Model> load_model(const std::string& path, Backend& backend, Che
   return model;
 }
 
+// eval's --device: as train's, for one process (auto: GPU 0 of the visible ones when there is one).
+DeviceType eval_device(const std::string& device) {
+  if (device == "cpu") return DeviceType::cpu;
+  if (device == "cuda") {
+    if (cuda_device_count() == 0)
+      throw InputError(cat("--device cuda: no usable GPU here (GPU runtime: ", gpu_runtime_versions(),
+                           "); use --device cpu"));
+    return DeviceType::cuda;
+  }
+  if (device != "auto") throw InputError(cat("--device: unknown device '", device, "' (auto, cpu or cuda)"));
+  if (cuda_device_count() > 0) return DeviceType::cuda;
+  std::cout << "--device auto: no usable GPU, evaluating on the CPU" << std::endl;
+  return DeviceType::cpu;
+}
+
 }  // namespace
 
 int cmd_eval(const Args& args) {
   std::string checkpoint, data_path;
   bool json = false;
   int threads = 1;
+  std::string device = "auto";
   BatchingConfig batching;
   po::options_description desc("rnn_dist eval options");
   desc.add_options()("help,h", "print this help and exit")
@@ -60,11 +76,12 @@ int cmd_eval(const Args& args) {
       ("batch-tokens", po::value(&batching.batch_tokens)->default_value(0),
        "target tokens per batch instead of a sequence count, which bounds memory when sequences are long (0: use --batch-size)")
       ("threads", po::value(&threads)->default_value(1), "CPU threads")
+      ("device", po::value(&device)->default_value("auto"), "auto (a GPU when there is one, else the CPU), cpu or cuda")
       ("json", po::bool_switch(&json), "print one JSON object as the last line");
   if (!parse(args, desc, "usage: rnn_dist eval --checkpoint FILE --data FILE.h5 [--json]")) return 0;
   if (batching.batch_size < 1) throw InputError("--batch-size must be at least 1");
   if (batching.batch_tokens < 0) throw InputError("--batch-tokens must not be negative");
-  auto backend = make_backend(DeviceType::cpu, 0, threads);
+  auto backend = make_backend(eval_device(device), 0, threads);
   CheckpointData ck;
   auto model = load_model(checkpoint, *backend, ck);
   SequenceFile file = SequenceFile::open(data_path);

@@ -118,6 +118,18 @@ grep -q "starting fresh" logf && ok "--resume with no checkpoint starts fresh" |
 "$BUILD/rnn_dist" eval --checkpoint c1/step-00000020.h5 --data data/valid.h5 --batch-tokens 40 --json > ev40 2>&1 \
   && [ "$(tail -1 ev40 | cut -c1-14)" = "$(tail -1 ev | cut -c1-14)" ] && ok "eval --batch-tokens 40: same loss" \
   || bad "eval --batch-tokens: $(tail -1 ev40) vs $(tail -1 ev)"
+# --device: cpu gives auto's result here; cuda is refused in one line without a GPU, or agrees with the CPU.
+"$BUILD/rnn_dist" eval --checkpoint c1/step-00000020.h5 --data data/valid.h5 --device cpu --json > evc 2>&1 \
+  && [ "$(tail -1 evc)" = "$(tail -1 ev)" ] && ok "eval --device cpu" || bad "eval --device cpu: $(tail -1 evc)"
+"$BUILD/rnn_dist" eval --checkpoint c1/step-00000020.h5 --data data/valid.h5 --device cuda --json > evg 2> errg
+rc=$?
+if [ $rc -eq 2 ]; then
+  [ "$(wc -l < errg)" -eq 1 ] && grep -q "no usable GPU" errg && ok "eval --device cuda without a GPU: $(cat errg)" \
+    || bad "eval --device cuda: $(cat errg)"
+else
+  [ $rc -eq 0 ] && [ "$(tail -1 evg | cut -c1-12)" = "$(tail -1 ev | cut -c1-12)" ] && ok "eval --device cuda = cpu" \
+    || bad "eval --device cuda: rc $rc: $(tail -1 evg) vs $(tail -1 ev)"
+fi
 "$BUILD/rnn_dist" sample --checkpoint c1/step-00000020.h5 --prime "the " --length 20 --seed 3 > sm 2>&1 \
   && grep -q "^the " sm && ok "sample" || bad "sample: $(cat sm)"
 "$BUILD/rnn_prep" --input corpus.txt --output-dir wdata --format records --tokenizer word >/dev/null
