@@ -55,6 +55,28 @@ void remove_stale_temporaries(const std::string& dir, const std::string& ours) {
 
 }  // namespace
 
+std::vector<float> to_file_order(const std::vector<float>& flat, const std::vector<ParamSlice>& slices) {
+  std::vector<float> out;
+  for (const ParamSlice& s : slices)
+    out.insert(out.end(), flat.begin() + s.offset, flat.begin() + s.offset + numel_of(s.shape));
+  return out;
+}
+
+std::vector<float> from_file_order(const std::vector<float>& file, const std::vector<ParamSlice>& slices,
+                                   int64_t total, const std::string& what) {
+  int64_t need = 0;
+  for (const ParamSlice& s : slices) need += numel_of(s.shape);
+  if (static_cast<int64_t>(file.size()) != need)
+    throw InputError(cat(what, " has ", file.size(), " values, the model has ", need, " parameters"));
+  std::vector<float> flat(static_cast<size_t>(total), 0.0f);
+  auto next = file.begin();
+  for (const ParamSlice& s : slices) {
+    std::copy_n(next, numel_of(s.shape), flat.begin() + s.offset);
+    next += numel_of(s.shape);
+  }
+  return flat;
+}
+
 std::string newest_checkpoint(const std::string& dir) {
   std::vector<std::string> all = list_checkpoints(dir);
   return all.empty() ? "" : all.back();
@@ -106,10 +128,11 @@ void write_checkpoint(const std::string& dir, int keep, Model& model, Optimizer&
     f.create_group("/optimizer");
     f.write_attr("/optimizer", "kind", optimizer.config().kind);
     f.write_attr("/optimizer", "steps", optimizer.steps());
+    // In the file's parameter order, like /model: a checkpoint resumes on any backend.
     for (auto& [name, tensor] : optimizer.state()) {
       std::vector<float> state(tensor->numel());
       model.backend().download(state.data(), tensor->data(), state.size() * sizeof(float));
-      f.write("/optimizer/" + name, state);
+      f.write("/optimizer/" + name, to_file_order(state, model.param_slices()));
     }
     f.flush();
   }
@@ -147,10 +170,11 @@ CheckpointData read_checkpoint(const std::string& path, Backend& backend) {
   if (f.exists("/stream_state")) d.position.stream_state = f.read<float>("/stream_state");
   d.optimizer_kind = f.read_attr_string("/optimizer", "kind");
   d.optimizer_steps = f.read_attr_int("/optimizer", "steps");
-  for (const char* name : {"exp_avg", "exp_avg_sq", "momentum_buffer"})
-    if (f.exists(std::string("/optimizer/") + name))
-      d.optimizer_state.emplace_back(name, f.read<float>(std::string("/optimizer/") + name));
   Model layout(backend, d.config);
+  for (const char* name : {"exp_avg", "exp_avg_sq", "momentum_buffer"})
+    if (const std::string set = std::string("/optimizer/") + name; f.exists(set))
+      d.optimizer_state.emplace_back(
+          name, from_file_order(f.read<float>(set), layout.param_slices(), layout.num_params(), cat(path, ": ", set)));
   d.params.assign(layout.num_params(), 0.0f);
   for (const ParamSlice& s : layout.param_slices()) {
     const std::string name = "/model/" + s.name;

@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -321,10 +322,14 @@ void Trainer::load_checkpoint(const std::string& path, bool resume) {
   if (ck.optimizer_kind != c_.optimizer.kind)
     throw InputError(cat(path, ": written with --optimizer ", ck.optimizer_kind, ", not ", c_.optimizer.kind));
   optimizer_->set_steps(ck.optimizer_steps);
-  for (auto& [name, tensor] : optimizer_->state())
-    for (auto& [saved, values] : ck.optimizer_state)
-      if (saved == name && static_cast<int64_t>(values.size()) == tensor->numel())
-        backend_->upload(tensor->data(), values.data(), values.size() * sizeof(float));
+  for (auto& [name, tensor] : optimizer_->state()) {
+    auto saved = std::find_if(ck.optimizer_state.begin(), ck.optimizer_state.end(),
+                              [&](const auto& entry) { return entry.first == name; });
+    // A moment estimate left at zero would resume a different run, silently: refuse instead.
+    if (saved == ck.optimizer_state.end() || static_cast<int64_t>(saved->second.size()) != tensor->numel())
+      throw InputError(cat(path, ": no usable /optimizer/", name, " for --optimizer ", c_.optimizer.kind));
+    backend_->upload(tensor->data(), saved->second.data(), saved->second.size() * sizeof(float));
+  }
   const TrainingPosition& p = ck.position;
   pos_.step = p.step;
   pos_.epoch = p.epoch;

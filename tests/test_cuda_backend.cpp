@@ -413,8 +413,9 @@ TEST_F(CudaBackendTest, SgdStepsTrackTheCpu) {
   for (const auto& [name, v] : pc) expect_close(pg.at(name), v, "param " + name, 1e-3);
 }
 
-// Checkpoints are written and read through the PyTorch-named views, so one written on either device loads
-// on the other with identical numbers (the cuDNN weight space and the CPU layout differ inside).
+// Checkpoints are written and read through the PyTorch-named views, and the optimizer state in the same
+// order, so one written on either device resumes on the other with identical numbers (the cuDNN weight
+// space and the CPU layout differ inside).
 TEST_F(CudaBackendTest, CheckpointRoundTripBetweenCpuAndGpu) {
   const ModelConfig config = model_config();
   const std::vector<std::string> vocab = {"<pad>", "a", "b", "c", "d", "e", "f", "g", "h", "i", "j"};
@@ -422,23 +423,37 @@ TEST_F(CudaBackendTest, CheckpointRoundTripBetweenCpuAndGpu) {
   const auto dir = std::filesystem::temp_directory_path() / ("rnn_dist_gpu_ckpt_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
-  OptimizerConfig oc;
-  oc.kind = "sgd";
+  OptimizerConfig oc;  // Adam: two moment estimates per parameter
+  const Batch batch = random_batch({6, 5, 2}, config.vocab, 60);
   for (Backend* from : {cpu_.get(), gpu_.get()}) {
     Backend* to = from == cpu_.get() ? gpu_.get() : cpu_.get();
     SCOPED_TRACE(from->device().str() + " -> " + to->device().str());
     Model src(*from, config), dst(*to, config);
     src.init(11);
     dst.init(12);  // different values, so a load that did nothing would fail
-    Optimizer opt(*from, oc, src.num_params());
+    Optimizer src_opt(*from, oc, src.num_params());
+    from->zero(src.grads().data(), src.grads().numel());
+    src.forward_backward(batch, 0.1f, 1);
+    src_opt.step(src.params().data(), src.grads().data(), 0.01f);
     TrainingPosition pos;
     pos.step = from == cpu_.get() ? 1 : 2;
-    write_checkpoint(dir.string(), 5, src, opt, "char", vocab, pos);
+    write_checkpoint(dir.string(), 5, src, src_opt, "char", vocab, pos);
     const CheckpointData ck = read_checkpoint(checkpoint_path(dir.string(), pos.step), *to);
     dst.upload_params(ck.params);
     const auto want = named(src, src.download_params()), got = named(dst, dst.download_params());
     ASSERT_EQ(got.size(), want.size());
     for (const auto& [name, v] : want) EXPECT_EQ(got.at(name), v) << name;
+    // Each moment estimate lands on the parameter it belongs to, in the other device's layout.
+    ASSERT_EQ(ck.optimizer_state.size(), 2u);
+    for (auto& [state, tensor] : src_opt.state()) {
+      std::vector<float> flat(tensor->numel());
+      from->download(flat.data(), tensor->data(), flat.size() * sizeof(float));
+      for (const auto& [saved, values] : ck.optimizer_state) {
+        if (saved != state) continue;
+        const auto w = named(src, flat), g = named(dst, values);
+        for (const auto& [name, v] : w) EXPECT_EQ(g.at(name), v) << state << " " << name;
+      }
+    }
   }
   std::filesystem::remove_all(dir);
 }

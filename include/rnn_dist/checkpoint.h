@@ -39,10 +39,18 @@ struct CheckpointData {
   TrainingPosition position;
   std::string optimizer_kind;
   int64_t optimizer_steps = 0;
-  std::vector<std::pair<std::string, std::vector<float>>> optimizer_state;  // flat, parameter order
+  std::vector<std::pair<std::string, std::vector<float>>> optimizer_state;  // flat, in Model's order
 };
 // Reads the model part (configuration, vocabulary, parameters by name and shape, position).
 CheckpointData read_checkpoint(const std::string& path, Backend& backend);
+
+// A flat buffer in a model's layout (slices from Model::param_slices) in the file's order, the slices back
+// to back in their order, and back: backend layouts differ (cuDNN places the LSTM weights its own way,
+// with room of its own), the file's order does not. from_file_order throws InputError naming `what` when
+// the sizes do not match; elements outside every slice are zero.
+std::vector<float> to_file_order(const std::vector<float>& flat, const std::vector<ParamSlice>& slices);
+std::vector<float> from_file_order(const std::vector<float>& file, const std::vector<ParamSlice>& slices,
+                                   int64_t total, const std::string& what);
 
 // The newest DIR/step-NNNNNNNN.h5, or "" when there is none (or no such directory).
 std::string newest_checkpoint(const std::string& dir);

@@ -1,0 +1,93 @@
+// Tests of the checkpoint's file order (checkpoint.h): a flat buffer in any layout goes to the file as the
+// parameters back to back in their order and comes back into another layout; a size mismatch is refused;
+// for the CPU backend the file order is its own layout (so files of earlier versions read the same); and
+// an Adam state written and read back resumes exactly.
+#include "rnn_dist/checkpoint.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "rnn_dist/backend.h"
+#include "rnn_dist/error.h"
+
+namespace rnn_dist {
+namespace {
+
+TEST(FileOrder, ReordersAnyLayoutAndBack) {
+  // A layout of its own: "b" before "a", a gap of two elements, room at the end.
+  const std::vector<ParamSlice> gpu_like = {{"a", 5, {2, 2}}, {"b", 0, {3}}};
+  const std::vector<float> flat = {10, 11, 12, -1, -1, 1, 2, 3, 4, -1};
+  const std::vector<float> file = to_file_order(flat, gpu_like);
+  EXPECT_EQ(file, (std::vector<float>{1, 2, 3, 4, 10, 11, 12}));
+  // Into a layout that tiles the buffer in the file's order, as the CPU's does, and back into the first.
+  const std::vector<ParamSlice> cpu_like = {{"a", 0, {2, 2}}, {"b", 4, {3}}};
+  EXPECT_EQ(from_file_order(file, cpu_like, 7, "x"), file);
+  EXPECT_EQ(from_file_order(file, gpu_like, 10, "x"), (std::vector<float>{10, 11, 12, 0, 0, 1, 2, 3, 4, 0}));
+  try {
+    from_file_order({1, 2, 3}, gpu_like, 10, "ck.h5: /optimizer/exp_avg");
+    ADD_FAILURE() << "no error for a state of the wrong size";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), "ck.h5: /optimizer/exp_avg has 3 values, the model has 7 parameters");
+  }
+}
+
+ModelConfig small_config() {
+  ModelConfig c;
+  c.vocab = 9;
+  c.embed = 3;
+  c.hidden = 5;
+  c.layers = 2;
+  return c;
+}
+
+TEST(FileOrder, IsTheCpuLayout) {
+  auto backend = make_backend(DeviceType::cpu, 0, 1);
+  Model m(*backend, small_config());
+  m.init(4);
+  const std::vector<float> flat = m.download_params();
+  EXPECT_EQ(to_file_order(flat, m.param_slices()), flat);
+}
+
+TEST(Checkpoint, AdamStateResumesExactly) {
+  auto backend = make_backend(DeviceType::cpu, 0, 1);
+  const ModelConfig config = small_config();
+  Model m(*backend, config);
+  m.init(4);
+  OptimizerConfig oc;  // Adam
+  Optimizer opt(*backend, oc, m.num_params());
+  const Batch batch = make_batch({1, 2, 3, 4, 5, 6, 7, 8, 1, 2, 3}, {6, 5});
+  backend->zero(m.grads().data(), m.grads().numel());
+  m.forward_backward(batch, 0.1f, 1);
+  opt.step(m.params().data(), m.grads().data(), 0.01f);
+
+  const auto dir = std::filesystem::temp_directory_path() / ("rnn_dist_ckpt_test_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  TrainingPosition pos;
+  pos.step = 1;
+  write_checkpoint(dir.string(), 2, m, opt, "char", std::vector<std::string>(config.vocab, "x"), pos);
+  const CheckpointData ck = read_checkpoint(checkpoint_path(dir.string(), 1), *backend);
+  std::filesystem::remove_all(dir);
+
+  EXPECT_EQ(ck.params, m.download_params());
+  EXPECT_EQ(ck.optimizer_kind, "adam");
+  EXPECT_EQ(ck.optimizer_steps, 1);
+  ASSERT_EQ(ck.optimizer_state.size(), opt.state().size());
+  for (auto& [name, tensor] : opt.state()) {
+    std::vector<float> want(tensor->numel());
+    backend->download(want.data(), tensor->data(), want.size() * sizeof(float));
+    bool found = false;
+    for (const auto& [saved, values] : ck.optimizer_state)
+      if (saved == name) {
+        found = true;
+        EXPECT_EQ(values, want) << name;
+      }
+    EXPECT_TRUE(found) << name;
+  }
+}
+
+}  // namespace
+}  // namespace rnn_dist
