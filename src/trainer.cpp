@@ -286,9 +286,11 @@ void Trainer::check_ranks_agree() {
                                names[a], "): give each rank its own GPU (srun --gpus-per-task=1, or one rank per "
                                "visible GPU)"));
   }
-  // On GPUs the gradients live in device memory: they are summed by NCCL, bootstrapped over MPI.
-  if (cuda) nccl_topo_ = make_nccl_topology(topo_, *backend_, c_.comm_timeout);
-  reduce_topo_ = cuda ? &nccl_topo_ : &topo_;
+  // On GPUs the gradients live in device memory: they are summed by NCCL, bootstrapped over MPI. A single
+  // rank sums nothing (allreduce_sum returns at once) and starts no NCCL.
+  const bool nccl = cuda && topo_.world_size() > 1;
+  if (nccl) nccl_topo_ = make_nccl_topology(topo_, *backend_, c_.comm_timeout);
+  reduce_topo_ = nccl ? &nccl_topo_ : &topo_;
   // Rank 0 reports first; the others, waiting for the same hung rank, a little later (one message).
   if (topo_.world_size() > 1)
     watchdog_.emplace(c_.comm_timeout, lead_ ? 0.0 : std::min(10.0, c_.comm_timeout),
