@@ -3,11 +3,11 @@
 # PyTorch's nn.LSTM on the same batches of the same files (bench/pytorch_lstm.py), on the same GPU in the
 # same run, for configuration G (word level, V = 10k, E=512, H=1024, L=2, batch 128, lengths 20-200) and
 # the char configurations S and L. The text is synthetic (bench/synth_corpus.awk, through rnn_prep), so no
-# corpus is needed on the GPU machine. rnn_dist runs fp32 (TF32 off) and TF32 when `train_throughput
-# --help` lists --tf32; its bf16 is not implemented (a line says so). PyTorch runs fp32, tf32 and bf16.
+# corpus is needed on the GPU machine. Both sides run fp32 (TF32 off), tf32 and bf16 (rnn_dist:
+# `--precision`; PyTorch: autocast).
 #
-# Writes to OUT_DIR: results.jsonl (one JSON object per run; runs that failed, were skipped or are not
-# implemented have a "status"), results.md (the table, ours / PyTorch against the targets: >= 1.2x
+# Writes to OUT_DIR: results.jsonl (one JSON object per run; runs that failed or were skipped have a
+# "status"), results.md (the table, ours / PyTorch against the targets: >= 1.2x
 # PyTorch's tokens/s, < 15% of step time outside the LSTM) and one log per run. No run starts once
 # BUDGET_S seconds have passed, and each is killed at that limit; those left out are listed as skipped.
 # Exit status 0 when every run that was started succeeded and both sides trained on the same tokens.
@@ -53,22 +53,14 @@ make_data word 16384 18 198 1 --tokenizer word --max-vocab 10000
 make_data char 8192 6 130 2 --tokenizer char --max-len 400
 declare -A data=([G]=$OUT/data/word/train.h5 [S]=$OUT/data/char/train.h5 [L]=$OUT/data/char/train.h5)
 
-has_tf32=0
-"$tt" --help 2>/dev/null | grep -q -- '--tf32' && has_tf32=1
-
 ours() {  # CONFIG
   local c=$1 p log flags
-  for p in fp32 tf32; do
+  for p in fp32 tf32 bf16; do
     log=$OUT/ours_${c}_$p.log
-    if [[ $p == tf32 && $has_tf32 == 0 ]]; then
-      echo "rnn_dist $c tf32: not available (train_throughput --help lists no --tf32)"
-      skipped rnn_dist "$c" tf32 "not available (no --tf32)"; continue
-    fi
     if (($(left) < 20)); then
       echo "rnn_dist $c $p: skipped (time budget of $BUDGET s used)"; skipped rnn_dist "$c" "$p" "skipped: time budget"; continue
     fi
-    flags=(--device cuda --steps "$STEPS" --json "$OUT/ours.tmp")
-    [[ $p == tf32 ]] && flags+=(--tf32)
+    flags=(--device cuda --precision "$p" --steps "$STEPS" --json "$OUT/ours.tmp")
     rm -f "$OUT/ours.tmp"
     echo "== rnn_dist $c $p"
     if timeout "$(left)" "$tt" "${data[$c]}" "$c" "${flags[@]}" 2>&1 | tee "$log"; [[ ${PIPESTATUS[0]} -eq 0 && -s $OUT/ours.tmp ]]; then
@@ -78,7 +70,6 @@ ours() {  # CONFIG
     fi
   done
   rm -f "$OUT/ours.tmp"
-  echo "rnn_dist $c bf16: not implemented"; skipped rnn_dist "$c" bf16 "not implemented"
 }
 
 # PyTorch, one process for the given configurations (importing torch and starting CUDA once).

@@ -91,14 +91,14 @@ Batch load(const SequenceFile& file, const SliceRange& s) {
 }
 
 constexpr const char* kUsage =
-    "usage: train_throughput FILE.h5 S|L|G [--device cpu|cuda] [--tf32] [--steps N] [--threads T] [--eval-batch B] "
+    "usage: train_throughput FILE.h5 S|L|G [--device cpu|cuda] [--precision fp32|tf32|bf16] [--steps N] [--threads T] [--eval-batch B] "
     "[--record FILE] [--json FILE]";
 
 // bench/gpu_throughput.sh reads this to learn which options the binary has.
 constexpr const char* kHelp =
     "  S|L|G              model: S E=64 H=256, L E=256 H=1024, G E=512 H=1024; 2 layers; global batch 32, 64, 128\n"
     "  --device cpu|cuda  backend (default cpu; cuda: one rank, one GPU)\n"
-    "  --tf32             cuda: TF32 tensor cores for the fp32 matrix products (as rnn_dist train --tf32)\n"
+    "  --precision P      cuda: fp32 (default), tf32 or bf16 matrix products, as rnn_dist train --precision\n"
     "  --steps N          timed steps (default 10), after one untimed warm-up step\n"
     "  --threads T        CPU threads per rank (default 2)\n"
     "  --eval-batch B     sequences per evaluation batch (default 256)\n"
@@ -109,7 +109,7 @@ struct Options {
   std::string file, config, device = "cpu", record, json;
   int steps = 10, threads = 2;
   int64_t eval_batch = 256;
-  bool tf32 = false;
+  std::string precision = "fp32";
 };
 
 Options parse(int argc, char** argv) {
@@ -119,11 +119,6 @@ Options parse(int argc, char** argv) {
   o.config = argv[2];
   for (int i = 3; i < argc; i += 2) {
     const std::string key = argv[i];
-    if (key == "--tf32") {  // the one flag without a value
-      o.tf32 = true;
-      --i;
-      continue;
-    }
     if (i + 1 >= argc) throw InputError(cat(key, ": missing value"));
     const std::string value = argv[i + 1];
     if (key == "--steps")
@@ -132,6 +127,8 @@ Options parse(int argc, char** argv) {
       o.threads = std::stoi(value);
     else if (key == "--eval-batch")
       o.eval_batch = std::stoll(value);
+    else if (key == "--precision")
+      o.precision = value;
     else if (key == "--device")
       o.device = value;
     else if (key == "--record")
@@ -143,7 +140,8 @@ Options parse(int argc, char** argv) {
   }
   if (o.config != "S" && o.config != "L" && o.config != "G") throw InputError("config must be S, L or G");
   if (o.device != "cpu" && o.device != "cuda") throw InputError("--device must be cpu or cuda");
-  if (o.tf32 && o.device != "cuda") throw InputError("--tf32 is a GPU math mode: use it with --device cuda");
+  if (math_mode_from(o.precision) != MathMode::fp32 && o.device != "cuda")
+    throw InputError(cat("--precision ", o.precision, " is a GPU math mode: use it with --device cuda"));
   if (o.device == "cuda" && !o.record.empty()) throw InputError("--record is for the CPU; use --json");
   if (o.steps < 1 || o.threads < 1 || o.eval_batch < 1) throw InputError("--steps, --threads and --eval-batch must be >= 1");
   return o;
@@ -223,7 +221,7 @@ int main(int argc, char** argv) try {
   SequenceFile file = SequenceFile::open(o.file);
   mc.vocab = file.vocab_size();
   auto backend = make_backend(gpu ? DeviceType::cuda : DeviceType::cpu, 0, o.threads,
-                              o.tf32 ? MathMode::tf32 : MathMode::fp32);
+                              math_mode_from(o.precision));
   Model model(*backend, mc);
   model.init(1);
   Optimizer opt(*backend, OptimizerConfig{"adam", 2e-3f}, model.num_params());

@@ -56,7 +56,8 @@ po::options_description train_options(TrainerConfig& o) {
       ("device", po::value(&o.device)->default_value("auto"), "auto (a GPU per rank when there are GPUs, else the CPU), cpu or cuda")
       ("deterministic", po::bool_switch(&o.deterministic), "bitwise-repeatable runs (same seed, data, ranks and threads); always so on the CPU, not available on GPUs yet")
       ("verbose", po::bool_switch(&o.verbose), "print where every rank runs (host, ranks, device)")
-      ("tf32", po::bool_switch(&o.tf32), "on GPUs, let cuBLAS and cuDNN use TF32 tensor cores for fp32 matrix products (faster, about 1e-3 relative)")
+      ("precision", po::value(&o.precision)->default_value("fp32"), "GPU matrix products: fp32 (equal to the CPU up to rounding), tf32 (TF32 tensor cores, about 1e-3 relative) or bf16 (bfloat16 tensor cores and cuDNN's bf16 LSTM, about 1e-2 relative); weights, gradients and optimizer state stay fp32")
+      ("tf32", po::bool_switch(&o.tf32), "short for --precision tf32")
       ("allreduce", po::value(&o.allreduce)->default_value("flat"), "flat or hierarchical")
       ("ranks-per-node", po::value(&o.ranks_per_node)->default_value(0), "group consecutive ranks into nodes, to test multi-node layouts on one machine (0 = detect; default from RNN_DIST_RANKS_PER_NODE)");
   return d;

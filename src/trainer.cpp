@@ -206,7 +206,7 @@ void Trainer::setup() {
 
   const DeviceType device = choose_device();
   backend_ = make_backend(device, device_index_, c_.threads,
-                          device == DeviceType::cuda && c_.tf32 ? MathMode::tf32 : MathMode::fp32);
+                          device == DeviceType::cuda ? math_mode_of(c_) : MathMode::fp32);
   ModelConfig mc = c_.model;
   mc.vocab = train_->vocab_size();
   model_ = std::make_unique<Model>(*backend_, mc);
@@ -247,7 +247,10 @@ DeviceType Trainer::choose_device() {
   const int gpus = cuda_device_count();
   if (c_.device == "cpu" || (c_.device == "auto" && gpus == 0)) {
     if (c_.device == "auto" && lead_)
-      std::cout << "--device auto: no usable GPU, training on the CPU" << (c_.tf32 ? " (in fp32: --tf32 is ignored)" : "")
+      std::cout << "--device auto: no usable GPU, training on the CPU"
+                << (math_mode_of(c_) != MathMode::fp32
+                        ? cat(" (in fp32: --precision ", math_mode_name(math_mode_of(c_)), " is ignored)")
+                        : "")
                 << std::endl;
     return DeviceType::cpu;
   }
@@ -301,7 +304,8 @@ void Trainer::check_ranks_agree() {
     const std::vector<std::string> lines = topo_.world->allgather_strings(
         cat("rank ", topo_.world_rank(), "/", topo_.world_size(), " (local ", topo_.local_rank(), "/",
             topo_.local_size(), ") on ", topo_.host, ": ", backend_->device_name(),
-            d.type == DeviceType::cpu ? cat(", ", c_.threads, " thread(s)") : c_.tf32 ? ", TF32 matrix products" : ""));
+            d.type == DeviceType::cpu ? cat(", ", c_.threads, " thread(s)")
+                                      : cat(", ", math_mode_name(math_mode_of(c_)), " matrix products")));
     if (lead_)
       for (const std::string& l : lines) std::cout << "placement: " << l << std::endl;
   }
@@ -579,9 +583,15 @@ void positive(const char* name, int64_t v) {
 }
 }  // namespace
 
+MathMode math_mode_of(const TrainerConfig& c) { return c.tf32 ? MathMode::tf32 : math_mode_from(c.precision); }
+
 void check_run_options(const TrainerConfig& c) {
   positive("threads", c.threads);
-  if (c.tf32 && c.device == "cpu") throw InputError("--tf32 is a GPU math mode: drop it, or use --device cuda|auto");
+  if (c.tf32 && c.precision != "fp32" && c.precision != "tf32")
+    throw InputError(cat("--tf32 contradicts --precision ", c.precision));
+  if (math_mode_of(c) != MathMode::fp32 && c.device == "cpu")
+    throw InputError(cat("--precision ", math_mode_name(math_mode_of(c)),
+                         " is a GPU math mode: drop it, or use --device cuda|auto"));
   if (!(c.comm_timeout > 0)) throw InputError(cat("--comm-timeout must be > 0 seconds, got ", c.comm_timeout));
   if (c.batch.batch_tokens == 0 || c.batching == "stream") positive("batch-size", c.batch.batch_size);
   if (c.batch.batch_tokens < 0) throw InputError("--batch-tokens must not be negative");

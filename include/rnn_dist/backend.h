@@ -89,14 +89,19 @@ class Backend {
   virtual std::unique_ptr<Lstm> make_lstm(const LstmShape& shape) = 0;
 };
 
-// How a GPU computes fp32 matrix products (cuBLAS and cuDNN's LSTM): plain fp32, equal to the CPU backend
-// up to rounding; or TF32 tensor cores (inputs rounded to a 10-bit mantissa, fp32 accumulation), faster
-// and about 1e-3 relative. The CPU backend is always fp32.
-enum class MathMode { fp32, tf32 };
+// How a GPU computes the matrix products of cuBLAS and cuDNN's LSTM (`--precision`). fp32: plain fp32,
+// equal to the CPU backend up to rounding. tf32: TF32 tensor cores (inputs rounded to a 10-bit mantissa,
+// fp32 accumulation), about 1e-3 relative. bf16: bfloat16 tensor cores with fp32 accumulation, the LSTM
+// on cuDNN's bf16 data (cuDNN >= 9.13), about 1e-2 relative. Parameters, gradients and optimizer state
+// stay fp32 in every mode. The CPU backend is always fp32.
+enum class MathMode { fp32, tf32, bf16 };
+// "fp32", "tf32" or "bf16", as --precision takes them (InputError naming --precision otherwise).
+MathMode math_mode_from(const std::string& precision);
+const char* math_mode_name(MathMode math);
 
 // The backend of this rank: device "cpu", or "cuda" bound to GPU local_rank (fails clearly when the
 // build has no GPU path or the rank has no GPU). threads sets the CPU thread count (BLAS and kernels);
-// math applies to "cuda" (asking the CPU for TF32 throws Error).
+// math applies to "cuda" (asking the CPU for another than fp32 throws Error).
 std::unique_ptr<Backend> make_backend(DeviceType type, int local_rank, int threads, MathMode math = MathMode::fp32);
 
 // The implementations behind make_backend: the CPU one always; the CUDA one from src/cuda/ in a build

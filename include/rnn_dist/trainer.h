@@ -28,7 +28,8 @@ struct TrainerConfig {
   int keep = 3, threads = 1, ranks_per_node = 0;
   double comm_timeout = 300;  // seconds a GPU collective may take before the job is ended
   bool verbose = false;  // one placement line per rank
-  bool tf32 = false;     // GPU matrix products in TF32 (MathMode::tf32)
+  std::string precision = "fp32";  // GPU matrix products: fp32, tf32 or bf16 (MathMode)
+  bool tf32 = false;                // --tf32, short for --precision tf32
   bool deterministic = false;  // the CPU backend always is; refused on GPUs until they are
   std::string resume;  // "" (off), "auto" (fresh start when there is no checkpoint) or "require"
   uint64_t seed = 1;
@@ -39,6 +40,8 @@ void check_config(const TrainerConfig& config);
 // The part of check_config about how the job runs (threads, batching, device, all-reduce), which
 // `rnn_dist check` validates too; it has no side effects.
 void check_run_options(const TrainerConfig& config);
+// The GPU math mode the options ask for (--precision, or --tf32).
+MathMode math_mode_of(const TrainerConfig& config);
 
 // Runs the job on every rank of topo; returns the exit code. Errors are reported once: set-up errors
 // are agreed between ranks, an error during training on one rank ends every rank. SIGTERM, SIGINT or

@@ -70,8 +70,12 @@ class CudaBackend final : public Backend {
     ctx_.stream = stream_.s;
     CUBLAS_CHECK(cublasCreate(&cublas_.h));
     CUBLAS_CHECK(cublasSetStream(cublas_.h, stream_.s));
-    // Plain fp32 GEMMs match the CPU backend to float rounding; TF32 only when asked for.
-    CUBLAS_CHECK(cublasSetMathMode(cublas_.h, math == MathMode::tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    // The GEMMs' precision is their compute type (gemm() below); the handle's math mode stays the default,
+    // which uses no tensor cores for CUBLAS_COMPUTE_32F.
+    CUBLAS_CHECK(cublasSetMathMode(cublas_.h, CUBLAS_DEFAULT_MATH));
+    compute_ = math == MathMode::tf32   ? CUBLAS_COMPUTE_32F_FAST_TF32
+               : math == MathMode::bf16 ? CUBLAS_COMPUTE_32F_FAST_16BF
+                                        : CUBLAS_COMPUTE_32F;
     ctx_.cublas = cublas_.h;
     CUDNN_CHECK(cudnnCreate(&cudnn_.h));
     CUDNN_CHECK(cudnnSetStream(cudnn_.h, stream_.s));
@@ -158,8 +162,7 @@ class CudaBackend final : public Backend {
       CUDA_CHECK(launch_broadcast_rows(b, rows, out, y, stream_.s));
       beta = 1.0f;
     }
-    const float alpha = 1.0f;
-    CUBLAS_CHECK(cublasSgemm(cublas_.h, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, &alpha, w, in, x, in, &beta, y, out));
+    gemm(CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, w, in, x, in, beta, y, out);
   }
 
   // dx^T (in x rows) = W^T dy^T; dW^T (in x out) += x^T dy; db += dy^T 1 (all column-major views).
@@ -167,9 +170,9 @@ class CudaBackend final : public Backend {
                        float* dw, float* db) override {
     if (rows == 0) return;
     const int n = checked_int(rows, "rows");
-    const float one = 1.0f, zero = 0.0f;
-    if (dx) CUBLAS_CHECK(cublasSgemm(cublas_.h, CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, &one, w, in, dy, out, &zero, dx, in));
-    CUBLAS_CHECK(cublasSgemm(cublas_.h, CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, &one, x, in, dy, out, &one, dw, in));
+    const float one = 1.0f;
+    if (dx) gemm(CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, w, in, dy, out, 0.0f, dx, in);
+    gemm(CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, x, in, dy, out, 1.0f, dw, in);
     if (db) {
       if (ones_.bytes() < static_cast<size_t>(rows) * sizeof(float)) {
         ones_ = Buffer();
@@ -239,9 +242,18 @@ class CudaBackend final : public Backend {
   double* partial() { return static_cast<double*>(scratch_.data()); }
   LossResult* loss_result() { return reinterpret_cast<LossResult*>(partial() + kReduceBlocks); }
 
+  // C = op(A) op(B) + beta C over fp32 column-major matrices, in the backend's compute type.
+  void gemm(cublasOperation_t op_a, cublasOperation_t op_b, int m, int n, int k, const float* a, int lda,
+            const float* b, int ldb, float beta, float* c, int ldc) {
+    const float alpha = 1.0f;
+    CUBLAS_CHECK(cublasGemmEx(cublas_.h, op_a, op_b, m, n, k, &alpha, a, CUDA_R_32F, lda, b, CUDA_R_32F, ldb, &beta,
+                              c, CUDA_R_32F, ldc, compute_, CUBLAS_GEMM_DEFAULT));
+  }
+
   Context ctx_;
   std::string name_;
   cudaMemPool_t pool_ = nullptr;
+  cublasComputeType_t compute_ = CUBLAS_COMPUTE_32F;
   // Declared in creation order so that they are destroyed in reverse.
   StreamOwner stream_;
   CublasOwner cublas_;

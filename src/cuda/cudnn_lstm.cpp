@@ -1,6 +1,9 @@
 // The GPU LSTM: cuDNN's multi-layer LSTM (cuDNN >= 9 RNN API) over packed batches
 // (CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED, the layout of cpu::Packing). The weight region the model hands
-// in IS cuDNN's weight space; canonical_params() names the PyTorch tensors inside it.
+// in IS cuDNN's weight space; canonical_params() names the PyTorch tensors inside it. With MathMode::bf16
+// the region keeps the fp32 master weights in the order of cuDNN's bf16 weight space (one float per bf16
+// element): every call converts weights and inputs to bf16, runs cuDNN on bf16 data with fp32 math, and
+// converts outputs and gradients back (the weight gradient is added to the fp32 one).
 //
 // Why canonical views can be slices: cudnnGetRNNWeightParams reports, per layer, one matrix per gate
 // (linLayerID 0-3: W_i, W_f, W_g, W_o on the input; 4-7: R_i, R_f, R_g, R_o on h) and one bias per gate,
@@ -59,25 +62,54 @@ struct BatchDescs {
   DataDesc x, y;
   TensorDesc h;  // layers x B x H, for h and c alike
   Buffer seq_lengths;
+  Buffer x16, y16, h0_16, c0_16, hn16, cn16;  // bf16 copies of the call's data (MathMode::bf16)
 };
+
+// Grows `b` to n bf16 values and converts src into it; nullptr for a null src.
+const uint16_t* to_bf16(const float* src, int64_t n, Buffer& b, Backend& backend, cudaStream_t stream) {
+  if (!src) return nullptr;
+  ensure(b, backend, static_cast<size_t>(n) * sizeof(uint16_t));
+  auto* out = static_cast<uint16_t*>(b.data());
+  CUDA_CHECK(launch_to_bf16(src, n, out, stream));
+  return out;
+}
+
+// A bf16 buffer of n values for cuDNN to write, when the fp32 destination is wanted (else nullptr).
+uint16_t* bf16_out(const float* wanted, int64_t n, Buffer& b, Backend& backend) {
+  if (!wanted) return nullptr;
+  ensure(b, backend, static_cast<size_t>(n) * sizeof(uint16_t));
+  return static_cast<uint16_t*>(b.data());
+}
+
+void from_bf16(const uint16_t* src, int64_t n, float* dst, cudaStream_t stream) {
+  if (dst) CUDA_CHECK(launch_from_bf16(src, n, dst, stream));
+}
 
 class CudnnLstm final : public Lstm {
  public:
   CudnnLstm(Backend& backend, const Context& ctx, const LstmShape& shape)
-      : backend_(backend), ctx_(ctx), shape_(shape) {
+      : backend_(backend),
+        ctx_(ctx),
+        shape_(shape),
+        bf16_(ctx.math == MathMode::bf16),
+        dtype_(bf16_ ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT),
+        elem_(bf16_ ? sizeof(uint16_t) : sizeof(float)) {
     if (shape.input < 1 || shape.hidden < 1 || shape.layers < 1)
       throw Error(cat("CudnnLstm: invalid shape input ", shape.input, ", hidden ", shape.hidden, ", layers ",
                       shape.layers));
+    if (bf16_ && cudnnGetVersion() < 91300)
+      throw Error(cat("--precision bf16: cuDNN ", cudnnGetVersion(), " has no bf16 LSTM (it needs cuDNN >= 9.13); ",
+                      "use --precision tf32"));
     inter_layer_dropout_ = shape.dropout > 0 && shape.layers > 1;
     CUDNN_CHECK(cudnnSetDropoutDescriptor(dropout_.get(), ctx_.cudnn, 0.0f, nullptr, 0, 0));
     set_rnn_descriptor();
     CUDNN_CHECK(cudnnGetRNNWeightSpaceSize(ctx_.cudnn, rnn_.get(), &weight_bytes_));
-    if (weight_bytes_ % sizeof(float) != 0)
-      throw Error(cat("cuDNN reports a weight space of ", weight_bytes_, " bytes, not a whole number of floats"));
+    if (weight_bytes_ % elem_ != 0)
+      throw Error(cat("cuDNN reports a weight space of ", weight_bytes_, " bytes, not a whole number of values"));
     locate_params();
   }
 
-  int64_t weight_elems() const override { return static_cast<int64_t>(weight_bytes_ / sizeof(float)); }
+  int64_t weight_elems() const override { return static_cast<int64_t>(weight_bytes_ / elem_); }
   std::vector<ParamSlice> canonical_params() const override { return params_; }
 
   void forward(const float* weights, const Packing& packing, const float* x, const float* h0, const float* c0,
@@ -94,47 +126,98 @@ class CudnnLstm final : public Lstm {
       reserve_bytes_ = rs;
       workspace_bytes_ = ws;
     }
-    const float* w = stage_weights(weights);
-    CUDNN_CHECK(cudnnRNNForward(ctx_.cudnn, rnn_.get(), mode, static_cast<const int32_t*>(d.seq_lengths.data()),
-                                d.x.get(), x, d.y.get(), y, d.h.get(), h0, hn, d.h.get(), c0, cn, weight_bytes_, w,
-                                ws, workspace_.data(), training ? rs : 0, training ? reserve_.data() : nullptr));
-    if (training) {
-      saved_ = {x, y, h0, c0, packing.rows(), true};
+    const int64_t rows = packing.rows(), H = shape_.hidden;
+    const int64_t state = int64_t{shape_.layers} * packing.batch() * H;
+    // What cuDNN reads and writes: the caller's fp32 buffers, or their bf16 copies.
+    const void *w = nullptr, *xin = x, *h0in = h0, *c0in = c0;
+    void *yout = y, *hnout = hn, *cnout = cn;
+    if (bf16_) {
+      const cudaStream_t st = ctx_.stream;
+      w = to_bf16(weights, weight_elems(), weights16_, backend_, st);
+      xin = to_bf16(x, rows * shape_.input, d.x16, backend_, st);
+      h0in = to_bf16(h0, state, d.h0_16, backend_, st);
+      c0in = to_bf16(c0, state, d.c0_16, backend_, st);
+      yout = bf16_out(y, rows * H, d.y16, backend_);
+      hnout = bf16_out(hn, state, d.hn16, backend_);
+      cnout = bf16_out(cn, state, d.cn16, backend_);
+    } else {
+      w = stage_weights(weights);
     }
+    CUDNN_CHECK(cudnnRNNForward(ctx_.cudnn, rnn_.get(), mode, static_cast<const int32_t*>(d.seq_lengths.data()),
+                                d.x.get(), xin, d.y.get(), yout, d.h.get(), h0in, hnout, d.h.get(), c0in, cnout,
+                                weight_bytes_, w, ws, workspace_.data(), training ? rs : 0,
+                                training ? reserve_.data() : nullptr));
+    if (bf16_) {
+      from_bf16(static_cast<const uint16_t*>(yout), rows * H, y, ctx_.stream);
+      from_bf16(static_cast<const uint16_t*>(hnout), state, hn, ctx_.stream);
+      from_bf16(static_cast<const uint16_t*>(cnout), state, cn, ctx_.stream);
+    }
+    if (training) saved_ = {xin, yout, h0in, c0in, rows, state, true};
   }
 
   void backward(const float* weights, const float* dy, const float* dhn, const float* dcn, float* dx, float* dh0,
                 float* dc0, float* dweights) override {
     if (!saved_.valid) throw Error("CudnnLstm::backward without a training forward before it");
-    const int64_t rows = saved_.rows;
+    const int64_t rows = saved_.rows, state = saved_.state, H = shape_.hidden;
+    const cudaStream_t st = ctx_.stream;
     // cuDNN wants every data gradient buffer; absent ones become zeros (dy) or a discarded scratch (dx).
-    if (!dy) {
-      ensure(dy_zero_, backend_, static_cast<size_t>(rows) * shape_.hidden * sizeof(float));
-      backend_.zero(static_cast<float*>(dy_zero_.data()), rows * shape_.hidden);
-      dy = static_cast<const float*>(dy_zero_.data());
+    const void *w = nullptr, *dyin = dy, *dhnin = dhn, *dcnin = dcn;
+    void *dxout = dx, *dh0out = dh0, *dc0out = dc0;
+    if (bf16_) {
+      w = weights16_.data();  // converted by the training forward, from the same weights
+      if (dy) {
+        dyin = to_bf16(dy, rows * H, dy16_, backend_, st);
+      } else {
+        ensure(dy16_, backend_, static_cast<size_t>(rows * H) * sizeof(uint16_t));
+        CUDA_CHECK(cudaMemsetAsync(dy16_.data(), 0, static_cast<size_t>(rows * H) * sizeof(uint16_t), st));
+        dyin = dy16_.data();
+      }
+      dhnin = to_bf16(dhn, state, dhn16_, backend_, st);
+      dcnin = to_bf16(dcn, state, dcn16_, backend_, st);
+      ensure(dx16_, backend_, static_cast<size_t>(rows) * shape_.input * sizeof(uint16_t));
+      dxout = dx16_.data();
+      dh0out = bf16_out(dh0, state, dh0_16_, backend_);
+      dc0out = bf16_out(dc0, state, dc0_16_, backend_);
+    } else {
+      if (!dy) {
+        ensure(dy_zero_, backend_, static_cast<size_t>(rows) * H * sizeof(float));
+        backend_.zero(static_cast<float*>(dy_zero_.data()), rows * H);
+        dyin = dy_zero_.data();
+      }
+      if (!dx) {
+        ensure(dx_scratch_, backend_, static_cast<size_t>(rows) * shape_.input * sizeof(float));
+        dxout = dx_scratch_.data();
+      }
+      w = stage_weights(weights);
     }
-    if (!dx) {
-      ensure(dx_scratch_, backend_, static_cast<size_t>(rows) * shape_.input * sizeof(float));
-      dx = static_cast<float*>(dx_scratch_.data());
-    }
-    const float* w = stage_weights(weights);
     const auto* seq = static_cast<const int32_t*>(train_.seq_lengths.data());
-    CUDNN_CHECK(cudnnRNNBackwardData_v8(ctx_.cudnn, rnn_.get(), seq, train_.y.get(), saved_.y, dy, train_.x.get(), dx,
-                                        train_.h.get(), saved_.h0, dhn, dh0, train_.h.get(), saved_.c0, dcn, dc0,
-                                        weight_bytes_, w, workspace_bytes_, workspace_.data(), reserve_bytes_,
-                                        reserve_.data()));
-    float* dw = dweights;
-    if (!aligned(dweights)) {
-      ensure(dweights_stage_, backend_, weight_bytes_);
-      dw = static_cast<float*>(dweights_stage_.data());
-      backend_.zero(dw, weight_elems());
+    CUDNN_CHECK(cudnnRNNBackwardData_v8(ctx_.cudnn, rnn_.get(), seq, train_.y.get(), saved_.y, dyin, train_.x.get(),
+                                        dxout, train_.h.get(), saved_.h0, dhnin, dh0out, train_.h.get(), saved_.c0,
+                                        dcnin, dc0out, weight_bytes_, w, workspace_bytes_, workspace_.data(),
+                                        reserve_bytes_, reserve_.data()));
+    if (bf16_) {
+      from_bf16(static_cast<const uint16_t*>(dxout), rows * shape_.input, dx, st);
+      from_bf16(static_cast<const uint16_t*>(dh0out), state, dh0, st);
+      from_bf16(static_cast<const uint16_t*>(dc0out), state, dc0, st);
+    }
+    // The weight gradient lands in a zeroed buffer when cuDNN cannot add into dweights itself (bf16, or an
+    // fp32 region off cuDNN's alignment) and is then added.
+    void* dw = dweights;
+    if (bf16_ || !aligned(dweights)) {
+      Buffer& stage = bf16_ ? dweights16_ : dweights_stage_;
+      ensure(stage, backend_, weight_bytes_);
+      CUDA_CHECK(cudaMemsetAsync(stage.data(), 0, weight_bytes_, st));
+      dw = stage.data();
     }
     // Must follow the data gradient: it reads what that call left in the workspace and reserve space.
     CUDNN_CHECK(cudnnRNNBackwardWeights_v8(ctx_.cudnn, rnn_.get(), CUDNN_WGRAD_MODE_ADD, seq, train_.x.get(),
                                            saved_.x, train_.h.get(), saved_.h0, train_.y.get(), saved_.y,
                                            weight_bytes_, dw, workspace_bytes_, workspace_.data(), reserve_bytes_,
                                            reserve_.data()));
-    if (dw != dweights) CUDA_CHECK(launch_add(dweights, dw, weight_elems(), ctx_.stream));
+    if (bf16_)
+      CUDA_CHECK(launch_add_from_bf16(dweights, static_cast<const uint16_t*>(dw), weight_elems(), st));
+    else if (dw != dweights)
+      CUDA_CHECK(launch_add(dweights, static_cast<const float*>(dw), weight_elems(), st));
   }
 
  private:
@@ -142,9 +225,10 @@ class CudnnLstm final : public Lstm {
   void set_rnn_descriptor() {
     CUDNN_CHECK(cudnnSetRNNDescriptor_v8(
         rnn_.get(), CUDNN_RNN_ALGO_STANDARD, CUDNN_LSTM, CUDNN_RNN_DOUBLE_BIAS, CUDNN_UNIDIRECTIONAL,
-        CUDNN_LINEAR_INPUT, CUDNN_DATA_FLOAT, CUDNN_DATA_FLOAT,
-        // FMA: fp32 without TF32 tensor cores, comparable with the CPU backend; DEFAULT lets cuDNN use TF32.
-        ctx_.math == MathMode::tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH,
+        CUDNN_LINEAR_INPUT, dtype_, CUDNN_DATA_FLOAT,
+        // FMA: fp32 without TF32 tensor cores, comparable with the CPU backend; DEFAULT lets cuDNN use TF32;
+        // bf16 data runs on tensor cores with fp32 math.
+        bf16_ ? CUDNN_TENSOR_OP_MATH : ctx_.math == MathMode::tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH,
         shape_.input, shape_.hidden, shape_.hidden /* projSize = hidden: no projection */, shape_.layers,
         dropout_.get(), CUDNN_RNN_PADDED_IO_DISABLED));
   }
@@ -169,13 +253,13 @@ class CudnnLstm final : public Lstm {
       if (packing.lengths[b] < 1 || (b > 0 && packing.lengths[b] > packing.lengths[b - 1]))
         throw Error(cat("CudnnLstm: sequence lengths must be non-increasing and >= 1 (sequence ", b, " has ",
                         packing.lengths[b], ")"));
-    CUDNN_CHECK(cudnnSetRNNDataDescriptor(d.x.get(), CUDNN_DATA_FLOAT, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED, T, B,
+    CUDNN_CHECK(cudnnSetRNNDataDescriptor(d.x.get(), dtype_, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED, T, B,
                                           shape_.input, packing.lengths.data(), nullptr));
-    CUDNN_CHECK(cudnnSetRNNDataDescriptor(d.y.get(), CUDNN_DATA_FLOAT, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED, T, B,
+    CUDNN_CHECK(cudnnSetRNNDataDescriptor(d.y.get(), dtype_, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED, T, B,
                                           shape_.hidden, packing.lengths.data(), nullptr));
     const int dims[3] = {shape_.layers, B, shape_.hidden};
     const int strides[3] = {B * shape_.hidden, shape_.hidden, 1};
-    CUDNN_CHECK(cudnnSetTensorNdDescriptor(d.h.get(), CUDNN_DATA_FLOAT, 3, dims, strides));
+    CUDNN_CHECK(cudnnSetTensorNdDescriptor(d.h.get(), dtype_, 3, dims, strides));
     // The host lengths went into the descriptors; cuDNN also wants them in device memory.
     ensure(d.seq_lengths, backend_, static_cast<size_t>(B) * sizeof(int32_t));
     static_assert(sizeof(int) == sizeof(int32_t));
@@ -215,8 +299,8 @@ class CudnnLstm final : public Lstm {
         if (!maddr || !baddr || numel(mdesc) != want_mat || numel(bdesc) != H)
           throw Error(cat("cuDNN: unexpected LSTM parameter shapes in layer ", l, ", linLayerID ", id, " (matrix ",
                           numel(mdesc), " elements, want ", want_mat, "; bias ", numel(bdesc), ", want ", H, ")"));
-        mat[id] = (static_cast<const char*>(maddr) - base) / static_cast<int64_t>(sizeof(float));
-        bias[id] = (static_cast<const char*>(baddr) - base) / static_cast<int64_t>(sizeof(float));
+        mat[id] = (static_cast<const char*>(maddr) - base) / static_cast<int64_t>(elem_);
+        bias[id] = (static_cast<const char*>(baddr) - base) / static_cast<int64_t>(elem_);
       }
       auto contiguous = [&](const int64_t* off, int first, int64_t size) {
         for (int g = 1; g < 4; ++g)
@@ -239,6 +323,9 @@ class CudnnLstm final : public Lstm {
   Backend& backend_;
   Context ctx_;
   LstmShape shape_;
+  const bool bf16_;
+  const cudnnDataType_t dtype_;  // of cuDNN's data, states and weight space
+  const size_t elem_;            // bytes per value of those
   RnnDesc rnn_;
   DropoutDesc dropout_;
   bool inter_layer_dropout_ = false, dropout_seeded_ = false;
@@ -247,10 +334,12 @@ class CudnnLstm final : public Lstm {
   BatchDescs train_, infer_;
   // Workspace shared by every call (stream-ordered); reserve space of the last training forward.
   Buffer workspace_, reserve_, dropout_states_, weights_stage_, dweights_stage_, dy_zero_, dx_scratch_;
+  // bf16: the weights of the last forward, the weight gradient, and the backward pass's data.
+  Buffer weights16_, dweights16_, dy16_, dhn16_, dcn16_, dx16_, dh0_16_, dc0_16_;
   size_t workspace_bytes_ = 0, reserve_bytes_ = 0;
   struct Saved {
-    const float *x = nullptr, *y = nullptr, *h0 = nullptr, *c0 = nullptr;
-    int64_t rows = 0;
+    const void *x = nullptr, *y = nullptr, *h0 = nullptr, *c0 = nullptr;  // as cuDNN saw them
+    int64_t rows = 0, state = 0;
     bool valid = false;
   } saved_;
 };

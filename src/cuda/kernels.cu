@@ -3,6 +3,8 @@
 // the optimizer updates. Compiled as C++17 by nvcc.
 #include "kernels.h"
 
+#include <cuda_bf16.h>
+
 #include <algorithm>
 
 namespace rnn_dist::cuda {
@@ -77,6 +79,18 @@ __global__ void add_kernel(float* y, const float* x, int64_t n) {
 
 __global__ void scale_kernel(float* x, int64_t n, float a) {
   for (int64_t i = first_index(); i < n; i += grid_stride()) x[i] *= a;
+}
+
+__global__ void to_bf16_kernel(const float* x, int64_t n, __nv_bfloat16* y) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] = __float2bfloat16_rn(x[i]);
+}
+
+__global__ void from_bf16_kernel(const __nv_bfloat16* x, int64_t n, float* y) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] = __bfloat162float(x[i]);
+}
+
+__global__ void add_from_bf16_kernel(float* y, const __nv_bfloat16* x, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] += __bfloat162float(x[i]);
 }
 
 __global__ void embedding_forward_kernel(const int32_t* ids, int64_t rows, const float* table, int dim, float* out) {
@@ -211,6 +225,22 @@ cudaError_t launch_add(float* y, const float* x, int64_t n, cudaStream_t stream)
 
 cudaError_t launch_scale(float* x, int64_t n, float a, cudaStream_t stream) {
   if (n > 0) scale_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, n, a);
+  return cudaGetLastError();
+}
+
+// __nv_bfloat16 is a 16-bit struct over the same bits, so the patterns are reinterpreted, not converted.
+cudaError_t launch_to_bf16(const float* x, int64_t n, uint16_t* y, cudaStream_t stream) {
+  if (n > 0) to_bf16_kernel<<<grid_for(n), kThreads, 0, stream>>>(x, n, reinterpret_cast<__nv_bfloat16*>(y));
+  return cudaGetLastError();
+}
+
+cudaError_t launch_from_bf16(const uint16_t* x, int64_t n, float* y, cudaStream_t stream) {
+  if (n > 0) from_bf16_kernel<<<grid_for(n), kThreads, 0, stream>>>(reinterpret_cast<const __nv_bfloat16*>(x), n, y);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_add_from_bf16(float* y, const uint16_t* x, int64_t n, cudaStream_t stream) {
+  if (n > 0) add_from_bf16_kernel<<<grid_for(n), kThreads, 0, stream>>>(y, reinterpret_cast<const __nv_bfloat16*>(x), n);
   return cudaGetLastError();
 }
 

@@ -26,6 +26,12 @@ cudaError_t launch_broadcast_rows(const float* b, int64_t rows, int cols, float*
 cudaError_t launch_add(float* y, const float* x, int64_t n, cudaStream_t stream);
 cudaError_t launch_scale(float* x, int64_t n, float a, cudaStream_t stream);
 
+// bfloat16 values, held as their 16-bit patterns (this header stays free of cuda_bf16.h): y = x rounded to
+// nearest even; y = x exactly; y += x.
+cudaError_t launch_to_bf16(const float* x, int64_t n, uint16_t* y, cudaStream_t stream);
+cudaError_t launch_from_bf16(const uint16_t* x, int64_t n, float* y, cudaStream_t stream);
+cudaError_t launch_add_from_bf16(float* y, const uint16_t* x, int64_t n, cudaStream_t stream);
+
 cudaError_t launch_embedding_forward(const int32_t* ids, int64_t rows, const float* table, int dim, float* out,
                                      cudaStream_t stream);
 // dtable[ids[r]] += dout[r] with atomic adds (repeated ids accumulate in no fixed order).

@@ -146,7 +146,9 @@ for opt in "--train data/train.h5 --layers -3" "--train data/train.h5 --optimize
            "--train data/train.h5 --momentum -0.5" "--train data/train.h5 --eps 0" "--train data/train.h5 --save-every 5" \
            "--train data/train.h5 --batching stream --batch-tokens 100" "--train data/train.h5 --resume=maybe --checkpoint-dir x" \
            "--train data/train.h5 --metrics /proc/nope.jsonl" "--train data/train.h5 --init-from nothere.h5" \
-           "--train data/train.h5 --comm-timeout 0" "--train data/train.h5 --device cpu --tf32"; do
+           "--train data/train.h5 --comm-timeout 0" "--train data/train.h5 --device cpu --tf32" \
+           "--train data/train.h5 --device cpu --precision bf16" "--train data/train.h5 --precision fp16" \
+           "--train data/train.h5 --tf32 --precision bf16"; do
   "$BUILD/rnn_dist" train $B $opt > out 2> err
   rc=$?
   [ $rc -eq 2 ] && [ "$(wc -l < err)" -eq 1 ] && ok "'$opt' -> exit 2: $(cat err)" || bad "'$opt' -> exit $rc: $(cat err)"
