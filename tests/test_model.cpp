@@ -74,9 +74,16 @@ TEST(Model, MakeBatchIsTimeMajor) {
   EXPECT_THROW(make_batch({1, 2, 3, 4}, {3}), Error);     // lengths do not add up
 }
 
-// TF32 is a GPU math mode: the CPU backend refuses it rather than silently computing in fp32.
+// --precision names, both ways; an unknown one is an input error naming the option.
+TEST(Backend, PrecisionNames) {
+  for (MathMode m : {MathMode::fp32, MathMode::tf32, MathMode::bf16}) EXPECT_EQ(math_mode_from(math_mode_name(m)), m);
+  EXPECT_THROW(math_mode_from("fp16"), InputError);
+}
+
+// TF32 and bf16 are GPU math modes: the CPU backend refuses them rather than silently computing in fp32.
 TEST(Backend, CpuRefusesTf32) {
   EXPECT_THROW(make_backend(DeviceType::cpu, 0, 1, MathMode::tf32), Error);
+  EXPECT_THROW(make_backend(DeviceType::cpu, 0, 1, MathMode::bf16), Error);
   EXPECT_EQ(make_backend(DeviceType::cpu, 0, 1, MathMode::fp32)->device(), (Device{DeviceType::cpu, 0}));
 }
 
