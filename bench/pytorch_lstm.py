@@ -141,13 +141,22 @@ def main():
     if not torch.cuda.is_available():
         sys.exit("pytorch_lstm: no GPU visible to PyTorch")
     device = torch.device("cuda", 0)
+    failed = 0
     for config, path in runs:
         for precision in precisions:
-            line = json.dumps(run(config, path, precision, args.steps, args.warmup, device))
+            try:
+                result = run(config, path, precision, args.steps, args.warmup, device)
+            except Exception as e:  # noqa: BLE001 - one failed run (say, bf16 on an older cuDNN) must not cost the others
+                failed += 1
+                result = {"impl": "pytorch", "config": config, "precision": precision,
+                          "status": f"failed: {type(e).__name__}: {e}"[:200].replace("|", "/")}
+                torch.cuda.empty_cache()
+            line = json.dumps(result)
             print(line, flush=True)
             if args.json:
                 with open(args.json, "a") as f:
                     f.write(line + "\n")
+    sys.exit(1 if failed else 0)
 
 
 if __name__ == "__main__":
