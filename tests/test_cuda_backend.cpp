@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -332,62 +333,73 @@ std::vector<float> grads_of(Model& m) {
   return g;
 }
 
+// The same model (init 42) on the CPU and on a GPU backend, a batch, and the same initial state in each
+// backend's own memory, as the model takes it.
+struct CpuGpuPair {
+  CpuGpuPair(Backend& cpu, Backend& gpu, uint32_t seed)
+      : config(model_config()),
+        mc(cpu, config),
+        mg(gpu, config),
+        batch(random_batch({9, 7, 7, 4, 2}, config.vocab, seed)),
+        scale(1.0f / static_cast<float>(batch.tokens())),
+        h0(random_floats(state_elems(), seed + 1)),
+        c0(random_floats(state_elems(), seed + 2)),
+        h0_c(cpu, h0), c0_c(cpu, c0), hn_c(cpu, zeros()), cn_c(cpu, zeros()),
+        h0_g(gpu, h0), c0_g(gpu, c0), hn_g(gpu, zeros()), cn_g(gpu, zeros()) {
+    mc.init(42);
+    mg.init(42);
+  }
+  size_t state_elems() const { return static_cast<size_t>(config.layers) * batch.packing.batch() * config.hidden; }
+  std::vector<float> zeros() const { return std::vector<float>(state_elems(), 0.0f); }
+
+  // One training pass from the initial state, then an evaluation: the losses within loss_rtol, the final
+  // states and every gradient within rtol (expect_close). Returns the CPU's training loss.
+  double expect_step_matches(double loss_rtol, double rtol, const std::string& what) {
+    const double lc = mc.forward_backward(batch, scale, 7, h0_c.get(), c0_c.get(), hn_c.get(), cn_c.get());
+    const double lg = mg.forward_backward(batch, scale, 7, h0_g.get(), c0_g.get(), hn_g.get(), cn_g.get());
+    EXPECT_NEAR(lg, lc, loss_rtol * std::fabs(lc)) << what;
+    expect_close(hn_g.host(), hn_c.host(), what + " hn", rtol);
+    expect_close(cn_g.host(), cn_c.host(), what + " cn", rtol);
+    const auto gc = named(mc, grads_of(mc)), gg = named(mg, grads_of(mg));
+    for (const auto& [name, v] : gc) expect_close(gg.at(name), v, what + " grad " + name, rtol);
+    EXPECT_NEAR(mg.evaluate(batch), mc.evaluate(batch), loss_rtol * std::fabs(lc)) << what;
+    return lc;
+  }
+
+  ModelConfig config;
+  Model mc, mg;
+  Batch batch;
+  float scale;
+  std::vector<float> h0, c0;
+  DeviceVector<float> h0_c, c0_c, hn_c, cn_c, h0_g, c0_g, hn_g, cn_g;
+};
+
 TEST_F(CudaBackendTest, ModelLossAndGradientsMatchTheCpu) {
-  const ModelConfig config = model_config();
-  Model mc(*cpu_, config), mg(*gpu_, config);
-  mc.init(42);
-  mg.init(42);
+  CpuGpuPair p(*cpu_, *gpu_, 30);
   // init draws by name in the same order, so both hold the same values.
-  const auto pc = named(mc, mc.download_params()), pg = named(mg, mg.download_params());
+  const auto pc = named(p.mc, p.mc.download_params()), pg = named(p.mg, p.mg.download_params());
   ASSERT_EQ(pc.size(), pg.size());
   for (const auto& [name, v] : pc) EXPECT_EQ(pg.at(name), v) << name;
-
-  const Batch batch = random_batch({9, 7, 7, 4, 2}, config.vocab, 30);
-  const int64_t state = int64_t{config.layers} * batch.packing.batch() * config.hidden;
-  const auto h0 = random_floats(state, 31), c0 = random_floats(state, 32);
-  const std::vector<float> zeros(state, 0.0f);
-  // The model takes states in device memory of its own backend.
-  DeviceVector<float> h0_c(*cpu_, h0), c0_c(*cpu_, c0), hn_c(*cpu_, zeros), cn_c(*cpu_, zeros);
-  DeviceVector<float> h0_g(*gpu_, h0), c0_g(*gpu_, c0), hn_g(*gpu_, zeros), cn_g(*gpu_, zeros);
-  const float scale = 1.0f / static_cast<float>(batch.tokens());
-  const double lc = mc.forward_backward(batch, scale, 7, h0_c.get(), c0_c.get(), hn_c.get(), cn_c.get());
-  const double lg = mg.forward_backward(batch, scale, 7, h0_g.get(), c0_g.get(), hn_g.get(), cn_g.get());
-  EXPECT_NEAR(lg, lc, kRtol * std::fabs(lc));
-  expect_close(hn_g.host(), hn_c.host(), "hn");
-  expect_close(cn_g.host(), cn_c.host(), "cn");
-  const auto gc = named(mc, grads_of(mc)), gg = named(mg, grads_of(mg));
-  for (const auto& [name, v] : gc) expect_close(gg.at(name), v, "grad " + name);
-
-  EXPECT_NEAR(mg.evaluate(batch), mc.evaluate(batch), kRtol * std::fabs(lc));
+  p.expect_step_matches(kRtol, kRtol, "fp32");
 
   // The state carried in place over two training steps and an evaluation, as stream mode does: one buffer
   // is the initial and the final state (cuDNN reads a copy of hx for its backward pass).
   for (int k = 0; k < 3; ++k) {
     auto pass = [&](Model& m, float* h, float* c) {
-      return k < 2 ? m.forward_backward(batch, scale, 8 + k, h, c, h, c) : m.evaluate(batch, h, c, h, c);
+      return k < 2 ? m.forward_backward(p.batch, p.scale, 8 + k, h, c, h, c) : m.evaluate(p.batch, h, c, h, c);
     };
-    const double ec = pass(mc, h0_c.get(), c0_c.get()), eg = pass(mg, h0_g.get(), c0_g.get());
+    const double ec = pass(p.mc, p.h0_c.get(), p.c0_c.get()), eg = pass(p.mg, p.h0_g.get(), p.c0_g.get());
     EXPECT_NEAR(eg, ec, kRtol * std::fabs(ec)) << "pass " << k << " with the state carried in place";
   }
-  expect_close(h0_g.host(), h0_c.host(), "h carried in place");
-  expect_close(c0_g.host(), c0_c.host(), "c carried in place");
+  expect_close(p.h0_g.host(), p.h0_c.host(), "h carried in place");
+  expect_close(p.c0_g.host(), p.c0_c.host(), "c carried in place");
 }
 
-// --tf32: matrix products round their inputs to a 10-bit mantissa, so the model agrees with the CPU to
-// about 1e-3 relative instead of float rounding.
+// --precision tf32: matrix products round their inputs to a 10-bit mantissa, so the model agrees with the
+// CPU to about 1e-3 relative instead of float rounding.
 TEST_F(CudaBackendTest, Tf32ModelTracksTheCpu) {
   auto tf32 = make_backend(DeviceType::cuda, 0, 1, MathMode::tf32);
-  const ModelConfig config = model_config();
-  Model mc(*cpu_, config), mt(*tf32, config);
-  mc.init(42);
-  mt.init(42);
-  const Batch batch = random_batch({9, 7, 7, 4, 2}, config.vocab, 33);
-  const float scale = 1.0f / static_cast<float>(batch.tokens());
-  const double lc = mc.forward_backward(batch, scale, 7);
-  const double lt = mt.forward_backward(batch, scale, 7);
-  EXPECT_NEAR(lt, lc, 1e-2 * std::fabs(lc));
-  const auto gc = named(mc, grads_of(mc)), gt = named(mt, grads_of(mt));
-  for (const auto& [name, v] : gc) expect_close(gt.at(name), v, "TF32 grad " + name, 3e-2);
+  CpuGpuPair(*cpu_, *tf32, 33).expect_step_matches(1e-2, 3e-2, "tf32");
 }
 
 // --precision bf16: the LSTM on cuDNN's bf16 data and the output layer's GEMMs on bf16 inputs, both with
@@ -395,33 +407,14 @@ TEST_F(CudaBackendTest, Tf32ModelTracksTheCpu) {
 // weights and gradients keep the CPU's layout by name, so the comparison is per PyTorch tensor.
 TEST_F(CudaBackendTest, Bf16ModelTracksTheCpu) {
   auto bf16 = make_backend(DeviceType::cuda, 0, 1, MathMode::bf16);
-  const ModelConfig config = model_config();
-  std::unique_ptr<Model> mb;
+  std::optional<CpuGpuPair> p;
   try {
-    mb = std::make_unique<Model>(*bf16, config);
+    p.emplace(*cpu_, *bf16, 34);
   } catch (const Error& e) {
     if (std::string(e.what()).find("cuDNN >= 9.13") != std::string::npos) GTEST_SKIP() << e.what();
     throw;
   }
-  Model mc(*cpu_, config);
-  mc.init(42);
-  mb->init(42);
-  const Batch batch = random_batch({9, 7, 7, 4, 2}, config.vocab, 34);
-  // With an initial state, so the state conversions run too.
-  const int64_t state = int64_t{config.layers} * batch.packing.batch() * config.hidden;
-  const auto h0 = random_floats(state, 35), c0 = random_floats(state, 36);
-  const std::vector<float> zeros(state, 0.0f);
-  DeviceVector<float> h0_c(*cpu_, h0), c0_c(*cpu_, c0), hn_c(*cpu_, zeros), cn_c(*cpu_, zeros);
-  DeviceVector<float> h0_b(*bf16, h0), c0_b(*bf16, c0), hn_b(*bf16, zeros), cn_b(*bf16, zeros);
-  const float scale = 1.0f / static_cast<float>(batch.tokens());
-  const double lc = mc.forward_backward(batch, scale, 7, h0_c.get(), c0_c.get(), hn_c.get(), cn_c.get());
-  const double lb = mb->forward_backward(batch, scale, 7, h0_b.get(), c0_b.get(), hn_b.get(), cn_b.get());
-  EXPECT_NEAR(lb, lc, 2e-2 * std::fabs(lc));
-  expect_close(hn_b.host(), hn_c.host(), "bf16 hn", 0.05);
-  expect_close(cn_b.host(), cn_c.host(), "bf16 cn", 0.05);
-  const auto gc = named(mc, grads_of(mc)), gb = named(*mb, grads_of(*mb));
-  for (const auto& [name, v] : gc) expect_close(gb.at(name), v, "bf16 grad " + name, 0.1);
-  EXPECT_NEAR(mb->evaluate(batch), mc.evaluate(batch), 2e-2 * std::fabs(lc));
+  p->expect_step_matches(2e-2, 0.1, "bf16");
 }
 
 TEST_F(CudaBackendTest, SgdStepsTrackTheCpu) {
