@@ -22,7 +22,6 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
-#include <future>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -36,6 +35,7 @@
 #include "rnn_dist/error.h"
 #include "rnn_dist/model.h"
 #include "rnn_dist/optimizer.h"
+#include "rnn_dist/read_ahead.h"
 #include "rnn_dist/random.h"
 
 extern "C" void openblas_set_num_threads(int);
@@ -80,14 +80,6 @@ std::string json_escape(const std::string& s) {
     out += c;
   }
   return out;
-}
-
-Batch load(const SequenceFile& file, const SliceRange& s) {
-  std::vector<int32_t> ids;
-  file.read_tokens(s.begin, s.end, ids);
-  std::vector<int64_t> lengths;
-  for (int64_t i = s.begin; i < s.end; ++i) lengths.push_back(file.length(i));
-  return make_batch(ids, lengths);
 }
 
 constexpr const char* kUsage =
@@ -258,7 +250,7 @@ int main(int argc, char** argv) try {
     }
   };
   // Mean loss per token of global batch 0 (every rank's slice, all-reduced).
-  const Batch first = load(file, slice_of(0));
+  const Batch first = load_batch(file, slice_of(0));
   auto loss_of_first = [&] {
     double acc[2] = {model.evaluate(first), double(first.tokens())};
     topo.world->allreduce_sum(acc, 2);
@@ -279,12 +271,13 @@ int main(int argc, char** argv) try {
   std::vector<Packing> packings;  // of the timed batches, for the LSTM alone (GPU)
   topo.world->barrier();
   const auto start = Clock::now();
-  std::future<Batch> next = std::async(std::launch::async, load, std::cref(file), slice_of(0));
+  ReadAhead reader([&](int64_t k) { return load_batch(file, slice_of(static_cast<int>(k))); });
+  reader.request(0);
   for (int k = 0; k < o.steps; ++k) {
     auto w0 = Clock::now();
-    const Batch b = next.get();
+    const Batch b = reader.take();
     t_wait += seconds(w0, Clock::now());
-    if (k + 1 < o.steps) next = std::async(std::launch::async, load, std::cref(file), slice_of(k + 1));
+    if (k + 1 < o.steps) reader.request(k + 1);
     max_rows = std::max(max_rows, b.tokens());
     max_batch = std::max<int64_t>(max_batch, b.packing.batch());
     if (gpu) packings.push_back(b.packing);
@@ -306,7 +299,7 @@ int main(int argc, char** argv) try {
   std::vector<SliceRange> eval_pick;
   for (size_t k = 0; k < eval_batches && !eval.empty(); ++k) eval_pick.push_back(eval[k * eval.size() / eval_batches]);
   std::vector<Batch> eval_data;
-  for (const SliceRange& s : eval_pick) eval_data.push_back(load(file, s));
+  for (const SliceRange& s : eval_pick) eval_data.push_back(load_batch(file, s));
   model.evaluate(eval_data[0]);  // sizes the inference workspaces
   double eval_acc[2] = {0, 0};
   topo.world->barrier();

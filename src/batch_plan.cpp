@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <numeric>
 
+#include "rnn_dist/dataset.h"
 #include "rnn_dist/error.h"
+#include "rnn_dist/model.h"
 #include "rnn_dist/random.h"
 
 namespace rnn_dist {
@@ -105,6 +107,17 @@ std::vector<SliceRange> eval_slices(const std::vector<int64_t>& offsets, const B
     out.push_back({b, e, range_targets(offsets, b, e)});
   }
   return out;
+}
+
+Batch load_batch(const SequenceFile& file, const SliceRange& slice) {
+  std::vector<int32_t> tokens;
+  file.read_tokens(slice.begin, slice.end, tokens);
+  std::vector<int64_t> lengths(slice.end - slice.begin);
+  for (int64_t i = slice.begin; i < slice.end; ++i) {
+    lengths[i - slice.begin] = file.length(i);
+    if (lengths[i - slice.begin] < 2) throw InputError(cat(file.path(), ": sequence ", i, " has fewer than 2 tokens"));
+  }
+  return make_batch(tokens, lengths);
 }
 
 }  // namespace rnn_dist

@@ -90,15 +90,8 @@ int cmd_eval(const Args& args) {
                          ck.vocab.size(), " entries) in ", checkpoint));
   double sum = 0;
   int64_t tokens = 0;
-  std::vector<int32_t> ids;
   for (const SliceRange& s : eval_slices(file.offsets(), batching, 1, 0)) {
-    file.read_tokens(s.begin, s.end, ids);
-    std::vector<int64_t> lengths(s.end - s.begin);
-    for (int64_t i = s.begin; i < s.end; ++i) {
-      lengths[i - s.begin] = file.length(i);
-      if (lengths[i - s.begin] < 2) throw InputError(cat(data_path, ": sequence ", i, " has fewer than 2 tokens"));
-    }
-    sum += model->evaluate(make_batch(ids, lengths));
+    sum += model->evaluate(load_batch(file, s));
     tokens += s.tokens;
   }
   const double loss = sum / double(std::max<int64_t>(tokens, 1));

@@ -50,15 +50,6 @@ class StepSource {
   virtual std::string dropped() const = 0;  // what each epoch leaves out, for the start-up line
 };
 
-// Loads a rank's slice of a length-sorted file as a packed batch.
-Batch load_slice(const SequenceFile& file, const SliceRange& s) {
-  std::vector<int32_t> tokens;
-  file.read_tokens(s.begin, s.end, tokens);
-  std::vector<int64_t> lengths(s.end - s.begin);
-  for (int64_t i = s.begin; i < s.end; ++i) lengths[i - s.begin] = file.length(i);
-  return make_batch(tokens, lengths);
-}
-
 // Packed mode: global batches of consecutive sequences in an order shuffled by (seed, epoch).
 class PackedSource : public StepSource {
  public:
@@ -69,7 +60,7 @@ class PackedSource : public StepSource {
   }
   int64_t steps_per_epoch() const override { return static_cast<int64_t>(cut_.batches.size()); }
   void start_epoch(int64_t epoch) override { order_ = epoch_order(steps_per_epoch(), seed_, epoch); }
-  Batch load(int64_t k) const override { return load_slice(file_, cut_.batches[order_[k]].slices[rank_]); }
+  Batch load(int64_t k) const override { return load_batch(file_, cut_.batches[order_[k]].slices[rank_]); }
   int64_t global_tokens(int64_t k) const override { return cut_.batches[order_[k]].tokens; }
   std::string plan() const override { return plan_; }
   std::string dropped() const override {
@@ -410,7 +401,7 @@ std::pair<double, double> Trainer::evaluate(const SequenceFile& file) {
     }
   } else {
     for (const SliceRange& s : eval_slices(file.offsets(), c_.batch, topo_.world_size(), topo_.world_rank())) {
-      acc[0] += model_->evaluate(load_slice(file, s));
+      acc[0] += model_->evaluate(load_batch(file, s));
       acc[1] += double(s.tokens);
     }
   }

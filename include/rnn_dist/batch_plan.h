@@ -2,12 +2,16 @@
 // global batches (batch_size x world sequences, or batch_tokens x world target tokens) of consecutive
 // sequences, their order is shuffled by (seed, epoch), and each global batch is split into one contiguous,
 // token-balanced slice per rank. Every rank computes the same plan, so every rank runs the same steps.
+// load_batch() then reads a slice of the plan as a packed batch.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 namespace rnn_dist {
+
+class SequenceFile;
+struct Batch;
 
 struct SliceRange {
   int64_t begin = 0, end = 0;  // sequences [begin, end) of the file
@@ -43,5 +47,9 @@ std::vector<int64_t> epoch_order(int64_t n, uint64_t seed, int64_t epoch);
 // Evaluation: the whole file in consecutive batches (none dropped), batch k going to rank k % world.
 std::vector<SliceRange> eval_slices(const std::vector<int64_t>& offsets, const BatchingConfig& config, int world,
                                     int rank);
+
+// The sequences of `slice` read from `file` as a packed batch (model.h); a sequence shorter than 2 tokens
+// is an InputError naming the file.
+Batch load_batch(const SequenceFile& file, const SliceRange& slice);
 
 }  // namespace rnn_dist
