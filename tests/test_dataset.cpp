@@ -1,10 +1,7 @@
 // Tests of the sequence file: SequenceWriter/SequenceFile round trip, and one test per invariant the reader
 // validates, each on a file built by hand with h5::File (valid, then one thing broken).
 #include <gtest/gtest.h>
-
-#include "test_util.h"
 #include <fcntl.h>
-#include <stdlib.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +16,7 @@
 #include "rnn_dist/error.h"
 #include "rnn_dist/h5.h"
 #include "rnn_dist/writeback.h"
+#include "test_util.h"
 
 using namespace rnn_dist;
 using Ids = std::vector<int32_t>;
@@ -27,18 +25,14 @@ namespace {
 
 class dataset : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / "rnn_dist_dataset_XXXXXX";
-    ASSERT_NE(::mkdtemp(dir_.data()), nullptr);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
   std::string path(const std::string& name) const { return dir_ + "/" + name; }
   std::vector<std::string> files() const {
     std::vector<std::string> out;
     for (const auto& e : std::filesystem::directory_iterator(dir_)) out.push_back(e.path().filename().string());
     return out;
   }
-  std::string dir_;
+  TempDir tmp_;
+  const std::string dir_ = tmp_.path();
 };
 
 // The parts of a hand-built sequence file: valid as initialised; a test changes one of them.

@@ -1,16 +1,13 @@
 // Tests of the record readers (lines, separator records, JSON Lines) and the JSON string-field extractor.
 #include <gtest/gtest.h>
 
-#include "test_util.h"
-#include <stdlib.h>
-
-#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "rnn_dist/error.h"
 #include "rnn_dist/records.h"
+#include "test_util.h"
 
 using namespace rnn_dist;
 using namespace std::string_literals;
@@ -25,11 +22,6 @@ struct Rec {
 
 class records : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / "rnn_dist_records_XXXXXX";
-    ASSERT_NE(::mkdtemp(dir_.data()), nullptr);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
 
   std::string write(const std::string& name, const std::string& content) {
     std::string path = dir_ + "/" + name;
@@ -51,7 +43,8 @@ class records : public ::testing::Test {
     return t;
   }
 
-  std::string dir_;
+  TempDir tmp_;
+  const std::string dir_ = tmp_.path();
 };
 
 RecordOptions format(RecordFormat f) {

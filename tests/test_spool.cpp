@@ -2,7 +2,6 @@
 // of cut-off input, and TokenSpool round trips in sorted order through tiny buffers, so that blocks,
 // budget flushes and reads that cut an id in two all happen.
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <algorithm>
 #include <climits>
@@ -12,6 +11,7 @@
 
 #include "rnn_dist/error.h"
 #include "rnn_dist/spool.h"
+#include "test_util.h"
 
 using namespace rnn_dist;
 using Ids = std::vector<int32_t>;
@@ -32,13 +32,9 @@ std::vector<uint8_t> encode(const Ids& ids) {
 
 class spool : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / "rnn_dist_spool_XXXXXX";
-    ASSERT_NE(::mkdtemp(dir_.data()), nullptr);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
   std::string path() const { return dir_ + "/tokens.spool"; }
-  std::string dir_;
+  TempDir tmp_;
+  const std::string dir_ = tmp_.path();
 };
 
 // Everything read_sorted hands out, concatenated; checks that no piece is empty or over piece_ids.

@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <random>
 
-#include <unistd.h>
 
 #include "test_util.h"
 
@@ -19,8 +18,6 @@ namespace {
 class stream : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / ("rnn_dist_stream_" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir_);
     // Sequences of random lengths whose ids encode their input position, so the stream is checkable.
     std::mt19937 rng(5);
     SequenceWriter w((dir_ / "s.h5").string(), "char");
@@ -34,8 +31,8 @@ class stream : public ::testing::Test {
     for (int i = 0; i < 20; ++i) vocab.push_back(std::string(1, char('a' + i)));
     w.finish(vocab);
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::filesystem::path dir_;
+  TempDir tmp_;
+  const std::filesystem::path dir_ = tmp_.path();
   std::vector<int32_t> expected_;  // the stream: all sequences in input order
 };
 

@@ -1,16 +1,13 @@
 // Tests of the tokenizers (char, byte, word), the UTF-8 helpers and vocabulary building.
 #include <gtest/gtest.h>
 
-#include "test_util.h"
-#include <stdlib.h>
-
-#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "rnn_dist/dataset.h"
 #include "rnn_dist/error.h"
 #include "rnn_dist/tokenizer.h"
+#include "test_util.h"
 
 using namespace rnn_dist;
 using namespace std::string_literals;
@@ -192,9 +189,8 @@ TEST(tokenizer_byte, FixedVocabularyAndRoundTripOfAllBytes) {
 
 TEST(tokenizer_byte, VocabularySurvivesHdf5) {
   // Single bytes 0x80-0xFF are not UTF-8 on their own: HDF5 must still store them unchanged.
-  std::string dir = std::filesystem::temp_directory_path() / "rnn_dist_tok_XXXXXX";
-  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
-  const std::string path = dir + "/byte.h5";
+  TempDir dir;
+  const std::string path = dir.path() + "/byte.h5";
   {
     SequenceWriter w(path, "byte");
     w.add(Ids{kBosId, 4 + 0xFF, 4, kEosId});
@@ -207,7 +203,6 @@ TEST(tokenizer_byte, VocabularySurvivesHdf5) {
   Ids ids;
   f.read_tokens(0, 1, ids);
   EXPECT_EQ(t.decode(ids), "\xFF\0"s);
-  std::filesystem::remove_all(dir);
 }
 
 TEST(tokenizer_word, SplitsAtWhitespaceAndPunctuation) {

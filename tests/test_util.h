@@ -2,8 +2,12 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
+#include <filesystem>
+#include <stdexcept>
 #include <string>
+#include <system_error>
 
 #include "rnn_dist/error.h"
 
@@ -20,5 +24,23 @@ std::string input_error(F&& f) {
   ADD_FAILURE() << "no InputError thrown";
   return "";
 }
+
+// A fresh directory under the system's temporary directory, removed with its contents at destruction.
+class TempDir {
+ public:
+  TempDir() : path_((std::filesystem::temp_directory_path() / "rnn_dist_test_XXXXXX").string()) {
+    if (!::mkdtemp(path_.data())) throw std::runtime_error("cannot create a temporary directory " + path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 }  // namespace rnn_dist
