@@ -484,7 +484,7 @@ int Trainer::run() {
       float totals[Model::kReduceSlots] = {static_cast<float>(loss_sum), static_cast<float>(batch.tokens())};
       backend.upload(model.grads().data() + n, totals, sizeof(totals));
       // MPI collectives run under the watchdog; NCCL ones have their own deadline.
-      if (watchdog_ && reduce_topo_ == &topo_) watchdog_->arm(cat("step ", pos_.step + 1, ": the gradient all-reduce"));
+      if (watchdog_ && reduce_topo_ == &topo_) watchdog_->arm("the gradient all-reduce", pos_.step + 1);
       try {
         allreduce_sum(*reduce_topo_, algo, model.grads().data(), n + Model::kReduceSlots, scratch_);
       } catch (const Error& e) {
@@ -492,7 +492,7 @@ int Trainer::run() {
       }
       backend.download(totals, model.grads().data() + n, sizeof(totals));
       int64_t stop = g_stop_signal;
-      if (watchdog_) watchdog_->arm(cat("step ", pos_.step + 1, ": the stop-request all-reduce"));
+      if (watchdog_) watchdog_->arm("the stop-request all-reduce", pos_.step + 1);
       topo_.world->allreduce_max(&stop, 1);
       if (watchdog_) watchdog_->disarm();
       auto t3 = Clock::now();

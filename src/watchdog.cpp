@@ -22,10 +22,11 @@ Watchdog::~Watchdog() {
   thread_.join();
 }
 
-void Watchdog::arm(std::string what) {
+void Watchdog::arm(const char* what, int64_t step) {
   {
     std::lock_guard lock(m_);
-    what_ = std::move(what);
+    what_ = what;
+    step_ = step;
     armed_ = true;
     ++generation_;
   }
@@ -51,7 +52,7 @@ void Watchdog::watch() {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds_ + grace_);
     if (cv_.wait_until(lock, deadline, [&] { return quit_ || !armed_ || generation_ != armed_as; })) continue;
     // Not std::exit: the main thread is blocked inside MPI, and only an exit without clean-up is safe.
-    std::cerr << "rnn_dist: error: " << who_ << ": " << what_ << " did not complete within " << seconds_
+    std::cerr << "rnn_dist: error: " << who_ << ": step " << step_ << ": " << what_ << " did not complete within " << seconds_
               << " s: a peer rank has probably died or hangs (--comm-timeout); ending the job" << std::endl;
     std::_Exit(3);
   }

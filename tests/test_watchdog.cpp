@@ -18,7 +18,7 @@ TEST(WatchdogDeathTest, EndsTheProcessWhenACollectiveOverruns) {
   EXPECT_EXIT(
       {
         Watchdog w(0.2, 0.0, "rank 3 (host n17)");
-        w.arm("step 7: the gradient all-reduce");
+        w.arm("the gradient all-reduce", 7);
         sleep_s(5);
       },
       testing::ExitedWithCode(3),
@@ -29,7 +29,7 @@ TEST(WatchdogDeathTest, EndsTheProcessWhenACollectiveOverruns) {
 TEST(Watchdog, DisarmedInTimeItStaysQuiet) {
   Watchdog w(1.0, 0.0, "rank 0");
   for (int step = 0; step < 3; ++step) {
-    w.arm("a collective");
+    w.arm("a collective", 1);
     sleep_s(0.05);
     w.disarm();
   }
@@ -39,9 +39,9 @@ TEST(Watchdog, DisarmedInTimeItStaysQuiet) {
 
 TEST(Watchdog, ReArmingRestartsTheClock) {
   Watchdog w(1.0, 0.0, "rank 0");
-  w.arm("first");
+  w.arm("first", 1);
   sleep_s(0.6);
-  w.arm("second");  // 1.2 s since the first arm() in all, 0.6 s since this one
+  w.arm("second", 2);  // 1.2 s since the first arm() in all, 0.6 s since this one
   sleep_s(0.6);
   w.disarm();
   SUCCEED();
@@ -49,7 +49,7 @@ TEST(Watchdog, ReArmingRestartsTheClock) {
 
 TEST(Watchdog, GraceExtendsTheLimit) {
   Watchdog w(0.3, 1.5, "rank 1");
-  w.arm("a collective");
+  w.arm("a collective", 1);
   sleep_s(0.8);  // past the limit, within limit + grace
   w.disarm();
   SUCCEED();

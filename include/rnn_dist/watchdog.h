@@ -6,6 +6,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <cstdint>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -22,9 +23,10 @@ class Watchdog {
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
 
-  // Starts the clock for `what` ("step 12: the gradient all-reduce"); disarm() stops it. If it runs out,
-  // one line goes to stderr and the process exits with status 3.
-  void arm(std::string what);
+  // Starts the clock for collective `what` (a string literal, "the gradient all-reduce") of `step`;
+  // disarm() stops it. If it runs out, one line goes to stderr and the process exits with status 3. Arming
+  // allocates nothing: it happens every training step.
+  void arm(const char* what, int64_t step);
   void disarm();
 
  private:
@@ -34,7 +36,8 @@ class Watchdog {
   const std::string who_;
   std::mutex m_;
   std::condition_variable cv_;
-  std::string what_;
+  const char* what_ = "";
+  int64_t step_ = 0;
   bool armed_ = false, quit_ = false;
   unsigned long generation_ = 0;  // counts arm() calls, so that a re-arm restarts the clock
   std::thread thread_;            // last: starts once the members above exist
