@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "rnn_dist/backend.h"
-#include "rnn_dist/communicator.h"
-#include "rnn_dist/device_communicator.h"
-#include "rnn_dist/error.h"
+#include "rnn_dist/cuda/nccl_communicator.h"
+#include "rnn_dist/dist/communicator.h"
+#include "rnn_dist/nn/backend.h"
+#include "rnn_dist/util/error.h"
 
 using namespace rnn_dist;
 

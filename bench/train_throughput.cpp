@@ -28,15 +28,15 @@
 #include <string>
 #include <vector>
 
-#include "rnn_dist/backend.h"
-#include "rnn_dist/batch_plan.h"
-#include "rnn_dist/communicator.h"
-#include "rnn_dist/dataset.h"
-#include "rnn_dist/error.h"
-#include "rnn_dist/model.h"
-#include "rnn_dist/optimizer.h"
-#include "rnn_dist/read_ahead.h"
-#include "rnn_dist/random.h"
+#include "rnn_dist/data/dataset.h"
+#include "rnn_dist/dist/communicator.h"
+#include "rnn_dist/nn/backend.h"
+#include "rnn_dist/nn/model.h"
+#include "rnn_dist/nn/optimizer.h"
+#include "rnn_dist/train/batch_plan.h"
+#include "rnn_dist/train/read_ahead.h"
+#include "rnn_dist/util/error.h"
+#include "rnn_dist/util/random.h"
 
 extern "C" void openblas_set_num_threads(int);
 

@@ -14,11 +14,11 @@
 
 #include <boost/program_options.hpp>
 
-#include "rnn_dist/dataset.h"
-#include "rnn_dist/error.h"
-#include "rnn_dist/records.h"
-#include "rnn_dist/stats.h"
-#include "rnn_dist/tokenizer.h"
+#include "rnn_dist/data/dataset.h"
+#include "rnn_dist/data/records.h"
+#include "rnn_dist/data/tokenizer.h"
+#include "rnn_dist/util/error.h"
+#include "rnn_dist/util/stats.h"
 
 namespace po = boost::program_options;
 using namespace rnn_dist;

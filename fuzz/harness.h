@@ -19,10 +19,10 @@
 #include <string_view>
 #include <vector>
 
-#include "rnn_dist/dataset.h"
-#include "rnn_dist/error.h"
-#include "rnn_dist/records.h"
-#include "rnn_dist/tokenizer.h"
+#include "rnn_dist/data/dataset.h"
+#include "rnn_dist/data/records.h"
+#include "rnn_dist/data/tokenizer.h"
+#include "rnn_dist/util/error.h"
 
 namespace rnn_dist::fuzz {
 

@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "rnn_dist/backend.h"
-#include "rnn_dist/model.h"
-#include "rnn_dist/optimizer.h"
+#include "rnn_dist/nn/backend.h"
+#include "rnn_dist/nn/model.h"
+#include "rnn_dist/nn/optimizer.h"
 
 // AddressSanitizer owns malloc and operator new: under it nothing is replaced and every test skips itself.
 #if defined(__has_feature)

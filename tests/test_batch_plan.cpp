@@ -3,7 +3,7 @@
 // token-balanced slices, the token budget and its min-sequences exception, InputError on bad options),
 // balanced_slices, epoch_order (a deterministic permutation that changes with the epoch and the seed) and
 // eval_slices (all ranks together cover the file exactly once).
-#include "rnn_dist/batch_plan.h"
+#include "rnn_dist/train/batch_plan.h"
 
 #include <gtest/gtest.h>
 
@@ -14,7 +14,7 @@
 #include <random>
 #include <vector>
 
-#include "rnn_dist/error.h"
+#include "rnn_dist/util/error.h"
 
 namespace rnn_dist {
 namespace {

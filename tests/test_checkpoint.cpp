@@ -2,15 +2,15 @@
 // parameters back to back in their order and comes back into another layout; a size mismatch is refused;
 // for the CPU backend the file order is its own layout (so files of earlier versions read the same); and
 // an Adam state written and read back resumes exactly.
-#include "rnn_dist/checkpoint.h"
+#include "rnn_dist/train/checkpoint.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-#include "rnn_dist/backend.h"
-#include "rnn_dist/error.h"
+#include "rnn_dist/nn/backend.h"
+#include "rnn_dist/util/error.h"
 #include "test_util.h"
 
 namespace rnn_dist {

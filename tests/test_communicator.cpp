@@ -2,9 +2,9 @@
 // is rank 0 of 1 and every collective leaves the data as it is; make_single_process_topology describes one
 // rank on one node; allreduce_sum(Topology&, ...) with the flat and hierarchical algorithms is the
 // identity there. (The MPI implementation is not covered here: it needs a test program run under mpirun.)
-#include "rnn_dist/communicator.h"
+#include "rnn_dist/dist/communicator.h"
 
-#include "rnn_dist/backend.h"
+#include "rnn_dist/nn/backend.h"
 
 #include <gtest/gtest.h>
 

@@ -3,7 +3,7 @@
 // equality, an independent loop implementation, a case worked out by hand, the edge cases of Packing and
 // cross_entropy, the thread team (team-parallel kernels and the inference pass equal the serial training
 // pass) and the accuracy of the float kernels' fast exp/sigmoid/tanh against double.
-#include "rnn_dist/cpu_kernels.h"
+#include "rnn_dist/cpu/cpu_kernels.h"
 
 #include <gtest/gtest.h>
 
@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "rnn_dist/error.h"
+#include "rnn_dist/util/error.h"
 
 namespace rnn_dist::cpu {
 namespace {

@@ -20,14 +20,14 @@
 #include <string>
 #include <vector>
 
-#include "rnn_dist/backend.h"
-#include "rnn_dist/checkpoint.h"
-#include "rnn_dist/communicator.h"
-#include "rnn_dist/error.h"
-#include "rnn_dist/model.h"
-#include "rnn_dist/optimizer.h"
+#include "rnn_dist/dist/communicator.h"
+#include "rnn_dist/nn/backend.h"
+#include "rnn_dist/nn/model.h"
+#include "rnn_dist/nn/optimizer.h"
+#include "rnn_dist/train/checkpoint.h"
+#include "rnn_dist/util/error.h"
 #if defined(RNN_DIST_HAVE_CUDA)
-#include "rnn_dist/device_communicator.h"
+#include "rnn_dist/cuda/nccl_communicator.h"
 #endif
 
 namespace rnn_dist {

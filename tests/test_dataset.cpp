@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "rnn_dist/dataset.h"
-#include "rnn_dist/error.h"
-#include "rnn_dist/h5.h"
-#include "rnn_dist/writeback.h"
+#include "rnn_dist/data/dataset.h"
+#include "rnn_dist/data/h5.h"
+#include "rnn_dist/data/writeback.h"
+#include "rnn_dist/util/error.h"
 #include "test_util.h"
 
 using namespace rnn_dist;

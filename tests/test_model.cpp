@@ -5,7 +5,7 @@
 // the training pass, a state carried in place (initial and final state in one device buffer) equal to
 // separate buffers, the output layer in blocks of one row equal to one block, and step's
 // log-probabilities (normalised, and equal to evaluate's NLL on a 2-token sequence).
-#include "rnn_dist/model.h"
+#include "rnn_dist/nn/model.h"
 
 #include <gtest/gtest.h>
 
@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "rnn_dist/backend.h"
-#include "rnn_dist/error.h"
+#include "rnn_dist/nn/backend.h"
+#include "rnn_dist/util/error.h"
 
 namespace rnn_dist {
 namespace {

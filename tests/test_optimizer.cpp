@@ -3,9 +3,9 @@
 
 #include <cmath>
 
-#include "rnn_dist/backend.h"
-#include "rnn_dist/error.h"
-#include "rnn_dist/optimizer.h"
+#include "rnn_dist/nn/backend.h"
+#include "rnn_dist/nn/optimizer.h"
+#include "rnn_dist/util/error.h"
 
 namespace rnn_dist {
 namespace {

@@ -1,7 +1,7 @@
 // Tests of the trainer's read-ahead (read_ahead.h): batches come back for the step requested, loaded on
 // another thread while the caller goes on; a load's error reaches take() and the reader keeps working;
 // misuse is refused; idle() and the destructor wait for a load in progress.
-#include "rnn_dist/read_ahead.h"
+#include "rnn_dist/train/read_ahead.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "rnn_dist/error.h"
+#include "rnn_dist/util/error.h"
 #include "test_util.h"
 
 namespace rnn_dist {

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "rnn_dist/error.h"
-#include "rnn_dist/records.h"
+#include "rnn_dist/data/records.h"
+#include "rnn_dist/util/error.h"
 #include "test_util.h"
 
 using namespace rnn_dist;

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "rnn_dist/error.h"
-#include "rnn_dist/spool.h"
+#include "rnn_dist/data/spool.h"
+#include "rnn_dist/util/error.h"
 #include "test_util.h"
 
 using namespace rnn_dist;

@@ -2,7 +2,7 @@
 // the plan's arithmetic, the batches of all steps and columns predict every kept stream token exactly
 // once, from its predecessor, with column ranges of several ranks adding up to the whole, and the model
 // over the steps with the state carried in place on the device equals the model over whole columns.
-#include "rnn_dist/stream.h"
+#include "rnn_dist/train/stream.h"
 
 #include <gtest/gtest.h>
 

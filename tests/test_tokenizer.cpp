@@ -4,9 +4,9 @@
 #include <string>
 #include <vector>
 
-#include "rnn_dist/dataset.h"
-#include "rnn_dist/error.h"
-#include "rnn_dist/tokenizer.h"
+#include "rnn_dist/data/dataset.h"
+#include "rnn_dist/data/tokenizer.h"
+#include "rnn_dist/util/error.h"
 #include "test_util.h"
 
 using namespace rnn_dist;

@@ -9,7 +9,7 @@
 #include <string>
 #include <system_error>
 
-#include "rnn_dist/error.h"
+#include "rnn_dist/util/error.h"
 
 namespace rnn_dist {
 

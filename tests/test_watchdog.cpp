@@ -1,7 +1,7 @@
 // Tests of the collectives' deadline (watchdog.h): an armed watchdog that runs out prints one line naming
 // the rank and the collective and exits with status 3; disarming in time, re-arming (which restarts the
 // clock) and the grace keep the process alive.
-#include "rnn_dist/watchdog.h"
+#include "rnn_dist/dist/watchdog.h"
 
 #include <gtest/gtest.h>
 

@@ -11,8 +11,8 @@
 
 #include "cuda_check.h"
 #include "kernels.h"
-#include "rnn_dist/error.h"
-#include "rnn_dist/optimizer.h"
+#include "rnn_dist/nn/optimizer.h"
+#include "rnn_dist/util/error.h"
 
 namespace rnn_dist::cuda {
 namespace {

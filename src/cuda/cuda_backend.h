@@ -9,7 +9,7 @@
 
 #include <memory>
 
-#include "rnn_dist/backend.h"
+#include "rnn_dist/nn/backend.h"
 
 namespace rnn_dist::cuda {
 

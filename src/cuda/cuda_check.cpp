@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "rnn_dist/error.h"
+#include "rnn_dist/util/error.h"
 
 namespace rnn_dist::cuda {
 

@@ -19,7 +19,7 @@
 #include "cuda_backend.h"
 #include "cuda_check.h"
 #include "kernels.h"
-#include "rnn_dist/error.h"
+#include "rnn_dist/util/error.h"
 
 namespace rnn_dist::cuda {
 namespace {

@@ -8,8 +8,8 @@
 
 #include "cuda_backend.h"
 #include "cuda_check.h"
-#include "rnn_dist/device_communicator.h"
-#include "rnn_dist/error.h"
+#include "rnn_dist/cuda/nccl_communicator.h"
+#include "rnn_dist/util/error.h"
 
 namespace rnn_dist {
 namespace {

@@ -1,7 +1,7 @@
 // The NCCL communicators of a build without the GPU path: the factories exist so that callers link, and
 // say why they cannot work.
-#include "rnn_dist/device_communicator.h"
-#include "rnn_dist/error.h"
+#include "rnn_dist/cuda/nccl_communicator.h"
+#include "rnn_dist/util/error.h"
 
 namespace rnn_dist {
 

@@ -1,0 +1,31 @@
+// Option parsing and start-up shared by the MPI subcommands (train, check): the command line, then an
+// INI-style --config file (the command line wins), then RNN_DIST_RANKS_PER_NODE as --ranks-per-node's
+// default; then MPI, with errors reported once.
+#pragma once
+
+#include <boost/program_options.hpp>
+
+#include <functional>
+#include <string>
+
+#include "rnn_dist/cli/commands.h"
+#include "rnn_dist/dist/communicator.h"
+
+namespace rnn_dist {
+
+struct ParsedOptions {
+  bool help = false;  // --help was given: print the usage and exit 0
+  std::string error;  // a parse error, reported after MPI start-up so that it is printed once
+};
+
+// Parses into the variables desc is bound to. With config_ignores_unknown, keys of a --config file that
+// desc does not know are skipped (check reads train's config files); otherwise they are errors.
+ParsedOptions parse_options(const Args& args, const boost::program_options::options_description& desc,
+                            bool config_ignores_unknown, int& ranks_per_node);
+
+// Starts MPI and the topology, then reports a parse error, or what validate() throws on any rank, once
+// (rank 0) and returns its exit code on every rank; otherwise returns run(topology).
+int run_mpi_command(const ParsedOptions& parsed, int ranks_per_node, const std::function<void()>& validate,
+                    const std::function<int(Topology&)>& run);
+
+}  // namespace rnn_dist

@@ -1,0 +1,124 @@
+// The Backend interface: everything that touches a rank's device goes through it (allocation, copies and
+// the model's kernels), so calling code never names a device API. One implementation per device kind
+// (CPU: BLAS reference kernels; CUDA: cuDNN/cuBLAS), chosen at run time by make_backend().
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rnn_dist/cpu/cpu_kernels.h"
+#include "rnn_dist/nn/tensor.h"
+
+namespace rnn_dist {
+
+using cpu::Packing;
+
+// A named parameter inside a flat parameter buffer, in PyTorch's layout and naming.
+struct ParamSlice {
+  std::string name;
+  int64_t offset = 0;  // elements from the start of the region that holds it
+  std::vector<int64_t> shape;
+};
+
+struct LstmShape {
+  int input = 0, hidden = 0, layers = 1;
+  float dropout = 0;  // between layers, training only
+};
+
+// A multi-layer LSTM over packed batches on one backend. The weights are one contiguous region of
+// weight_elems() floats whose layout belongs to the implementation; canonical_params() locates each
+// PyTorch-named matrix and bias inside it. States h0/c0/hn/cn are layers x batch x hidden.
+class Lstm {
+ public:
+  virtual ~Lstm() = default;
+  virtual int64_t weight_elems() const = 0;
+  virtual std::vector<ParamSlice> canonical_params() const = 0;
+  // y: rows x hidden (top layer). h0/c0 may be null (zeros), hn/cn may be null. With training=true the
+  // activations needed by backward() are kept until the next forward().
+  virtual void forward(const float* weights, const Packing& packing, const float* x, const float* h0, const float* c0,
+                       float* y, float* hn, float* cn, bool training, uint64_t dropout_seed) = 0;
+  // Gradients of the last training forward(): dweights accumulates; dx, dh0, dc0 are overwritten (null = skip).
+  virtual void backward(const float* weights, const float* dy, const float* dhn, const float* dcn, float* dx,
+                        float* dh0, float* dc0, float* dweights) = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+  virtual std::string device_name() const = 0;  // human-readable, for placement lines
+
+  // Memory.
+  virtual void* allocate(size_t bytes) = 0;
+  virtual void deallocate(void* p) noexcept = 0;
+  virtual void upload(void* device_dst, const void* host_src, size_t bytes) = 0;
+  virtual void download(void* host_dst, const void* device_src, size_t bytes) = 0;
+  virtual void copy(void* dst, const void* src, size_t bytes) = 0;  // device to device
+  virtual void zero(float* x, int64_t n) = 0;
+  // Waits until every operation issued so far has finished (a no-op where calls are synchronous): for
+  // timing asynchronous devices.
+  virtual void synchronize() = 0;
+  // How many logits (rows x vocabulary) the model computes at once: the output layer and the loss run in
+  // blocks of about this size, and each block's loss is read back to the host. The CPU's block fits its
+  // caches; a GPU's is limited only by the memory worth spending on it.
+  virtual int64_t logits_block_elems() const = 0;
+
+  // Model kernels (shapes as in cpu_kernels.h).
+  virtual void embedding_forward(const int32_t* ids, int64_t rows, const float* table, int dim, float* out) = 0;
+  virtual void embedding_backward(const int32_t* ids, int64_t rows, const float* dout, int dim, float* dtable) = 0;
+  virtual void linear_forward(const float* x, int64_t rows, int in, const float* w, const float* b, int out,
+                              float* y) = 0;
+  virtual void linear_backward(const float* x, int64_t rows, int in, const float* w, int out, const float* dy,
+                               float* dx, float* dw, float* db) = 0;
+  // Sum of negative log-likelihoods; dlogits (may alias logits) = (softmax - onehot) * grad_scale.
+  virtual double cross_entropy(const float* logits, int64_t rows, int vocab, const int32_t* targets, float* dlogits,
+                               float grad_scale) = 0;
+  // y = x * mask, mask[i] = 0 with probability p else 1/(1-p), a pure function of (seed, i): the backward
+  // pass calls it with the same seed on the gradient.
+  virtual void dropout(const float* x, int64_t n, float p, uint64_t seed, float* y) = 0;
+  virtual double sum_squares(const float* x, int64_t n) = 0;
+  virtual void scale(float* x, int64_t n, float a) = 0;
+  // Optimizer updates over flat buffers (see optimizer.h for the formulas).
+  virtual void sgd_update(float* p, const float* g, float* velocity, int64_t n, float lr, float momentum,
+                          float weight_decay) = 0;
+  virtual void adam_update(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
+                           float beta2, float eps, float weight_decay, bool decoupled, int64_t step) = 0;
+
+  virtual std::unique_ptr<Lstm> make_lstm(const LstmShape& shape) = 0;
+};
+
+// How a GPU computes the matrix products of cuBLAS and cuDNN's LSTM (`--precision`). fp32: plain fp32,
+// equal to the CPU backend up to rounding. tf32: TF32 tensor cores (inputs rounded to a 10-bit mantissa,
+// fp32 accumulation), about 1e-3 relative. bf16: bfloat16 tensor cores with fp32 accumulation, the LSTM
+// on cuDNN's bf16 data (cuDNN >= 9.13), about 1e-2 relative. Parameters, gradients and optimizer state
+// stay fp32 in every mode. The CPU backend is always fp32.
+enum class MathMode { fp32, tf32, bf16 };
+// "fp32", "tf32" or "bf16", as --precision takes them (InputError naming --precision otherwise).
+MathMode math_mode_from(const std::string& precision);
+const char* math_mode_name(MathMode math);
+
+// The backend of this rank: device "cpu", or "cuda" bound to GPU local_rank (fails clearly when the
+// build has no GPU path or the rank has no GPU). threads sets the CPU thread count (BLAS and kernels);
+// math applies to "cuda" (asking the CPU for another than fp32 throws Error).
+std::unique_ptr<Backend> make_backend(DeviceType type, int local_rank, int threads, MathMode math = MathMode::fp32);
+
+// The implementations behind make_backend: the CPU one always; the CUDA one from src/cuda/ in a build
+// with the GPU path, otherwise from src/stub/ (it then explains that the build has no GPU path).
+std::unique_ptr<Backend> make_cpu_backend(int threads);
+std::unique_ptr<Backend> make_cuda_backend(int local_rank, MathMode math);
+
+// Number of usable GPUs (0 in a build without the GPU path or without a driver).
+int cuda_device_count();
+
+// A visible GPU as `rnn_dist check` reports it. cuda_device_info() throws Error in a build without the GPU path.
+struct GpuInfo {
+  std::string name, pci_bus_id;
+  int64_t memory_bytes = 0;
+};
+GpuInfo cuda_device_info(int index);
+// "CUDA runtime 12.4, driver 12.4, cuDNN 9.1.0, NCCL 2.21.5", or "none (built without CUDA)".
+std::string gpu_runtime_versions();
+
+}  // namespace rnn_dist

@@ -1,0 +1,74 @@
+// Optimizers over the flat parameter buffer (SGD with momentum, Adam, AdamW, as torch.optim defines
+// them), global-norm gradient clipping, and learning-rate schedules.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "rnn_dist/nn/backend.h"
+#include "rnn_dist/nn/tensor.h"
+
+namespace rnn_dist {
+
+struct OptimizerConfig {
+  std::string kind = "adam";  // sgd | adam | adamw
+  float lr = 1e-3f, momentum = 0, weight_decay = 0, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
+};
+
+// SGD:  d = g + wd*p; v = momentum*v + d (when momentum != 0, d = v); p -= lr*d
+// Adam: g += wd*p; m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g^2; p -= lr/(1-b1^t) * m / (sqrt(v/(1-b2^t)) + eps)
+// AdamW: as Adam, but the decay is p -= lr*wd*p, applied before the update and not through g.
+
+// Adam's bias corrections of step t (1-based), in the form every backend's update uses:
+// p -= step_size * m / (sqrt(v) * inv_sqrt_bc2 + eps), computed in double and rounded once, so backends agree.
+struct AdamScalars {
+  float step_size, inv_sqrt_bc2;
+};
+AdamScalars adam_scalars(float lr, float beta1, float beta2, int64_t step);
+class Optimizer {
+ public:
+  Optimizer(Backend& backend, const OptimizerConfig& config, int64_t n);
+  void step(float* params, const float* grads, float lr);
+  const OptimizerConfig& config() const { return config_; }
+  int64_t steps() const { return steps_; }
+  void set_steps(int64_t s) { steps_ = s; }
+  // Named state buffers (flat, same order as the parameters) for checkpoints.
+  std::vector<std::pair<std::string, Tensor*>> state();
+
+ private:
+  Backend& backend_;
+  OptimizerConfig config_;
+  int64_t n_, steps_ = 0;
+  Tensor a_, b_;  // SGD: velocity; Adam: exp_avg, exp_avg_sq
+};
+
+// Scales grads so their global L2 norm is at most max_norm (as torch.nn.utils.clip_grad_norm_), given the
+// norm already computed. Returns the factor applied (1 when no clipping).
+float clip_factor(double norm, float max_norm);
+
+struct ScheduleConfig {
+  std::string kind = "constant";  // constant | step | plateau | cosine
+  float decay = 0.5f;             // factor of step and plateau
+  int64_t decay_start = 2;        // step: first (1-based) epoch whose rate is decayed
+  int64_t warmup_steps = 0;       // linear warm-up from lr/warmup to lr
+};
+
+// Learning rate as a function of progress. plateau keeps state (the factor and the best validation loss),
+// saved in checkpoints.
+class LrSchedule {
+ public:
+  LrSchedule(const ScheduleConfig& config, float base_lr, int64_t total_steps);
+  // step: 0-based optimizer step; epoch: 1-based.
+  float lr(int64_t step, int64_t epoch) const;
+  // plateau: decays the rate when the validation loss did not improve on the best so far.
+  void on_validation(double loss);
+  double plateau_factor = 1.0, best_loss = 1e300;
+
+ private:
+  ScheduleConfig config_;
+  float base_lr_;
+  int64_t total_steps_;
+};
+
+}  // namespace rnn_dist

@@ -1,0 +1,155 @@
+// `rnn_dist eval` (loss, perplexity and bits per token of a checkpoint over a whole sequence file) and
+// `rnn_dist sample` (text generated from a checkpoint, with temperature and top-k).
+#include <boost/program_options.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <iomanip>
+#include <iostream>
+#include <numeric>
+
+#include "rnn_dist/cli/commands.h"
+#include "rnn_dist/data/dataset.h"
+#include "rnn_dist/data/tokenizer.h"
+#include "rnn_dist/train/batch_plan.h"
+#include "rnn_dist/train/checkpoint.h"
+#include "rnn_dist/util/error.h"
+#include "rnn_dist/util/random.h"
+
+namespace po = boost::program_options;
+
+namespace rnn_dist {
+namespace {
+
+// Parses args; returns false when --help was printed.
+bool parse(const Args& args, const po::options_description& desc, const char* usage) {
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(desc).run(), vm);
+    if (vm.count("help")) {
+      std::cout << usage << "\n\n" << desc << "\n";
+      return false;
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw InputError(e.what());
+  }
+  return true;
+}
+
+std::unique_ptr<Model> load_model(const std::string& path, Backend& backend, CheckpointData& data) {
+  data = read_checkpoint(path, backend);
+  auto model = std::make_unique<Model>(backend, data.config);
+  model->upload_params(data.params);
+  return model;
+}
+
+// eval's --device: as train's, for one process (auto: GPU 0 of the visible ones when there is one).
+DeviceType eval_device(const std::string& device) {
+  if (device == "cpu") return DeviceType::cpu;
+  if (device == "cuda") {
+    if (cuda_device_count() == 0)
+      throw InputError(cat("--device cuda: no usable GPU here (GPU runtime: ", gpu_runtime_versions(),
+                           "); use --device cpu"));
+    return DeviceType::cuda;
+  }
+  if (device != "auto") throw InputError(cat("--device: unknown device '", device, "' (auto, cpu or cuda)"));
+  if (cuda_device_count() > 0) return DeviceType::cuda;
+  std::cout << "--device auto: no usable GPU, evaluating on the CPU" << std::endl;
+  return DeviceType::cpu;
+}
+
+}  // namespace
+
+int cmd_eval(const Args& args) {
+  std::string checkpoint, data_path;
+  bool json = false;
+  int threads = 1;
+  std::string device = "auto";
+  BatchingConfig batching;
+  po::options_description desc("rnn_dist eval options");
+  desc.add_options()("help,h", "print this help and exit")
+      ("checkpoint", po::value(&checkpoint)->required(), "checkpoint file (step-NNNNNNNN.h5)")
+      ("data", po::value(&data_path)->required(), "sequence file to evaluate (every sequence)")
+      ("batch-size", po::value(&batching.batch_size)->default_value(256),
+       "sequences per batch (large batches keep the per-step GEMMs efficient; memory grows with it)")
+      ("batch-tokens", po::value(&batching.batch_tokens)->default_value(0),
+       "target tokens per batch instead of a sequence count, which bounds memory when sequences are long (0: use --batch-size)")
+      ("threads", po::value(&threads)->default_value(1), "CPU threads")
+      ("device", po::value(&device)->default_value("auto"), "auto (a GPU when there is one, else the CPU), cpu or cuda")
+      ("json", po::bool_switch(&json), "print one JSON object as the last line");
+  if (!parse(args, desc, "usage: rnn_dist eval --checkpoint FILE --data FILE.h5 [--json]")) return 0;
+  if (batching.batch_size < 1) throw InputError("--batch-size must be at least 1");
+  if (batching.batch_tokens < 0) throw InputError("--batch-tokens must not be negative");
+  auto backend = make_backend(eval_device(device), 0, threads);
+  CheckpointData ck;
+  auto model = load_model(checkpoint, *backend, ck);
+  SequenceFile file = SequenceFile::open(data_path);
+  if (file.vocab() != ck.vocab)
+    throw InputError(cat(data_path, ": vocabulary (", file.vocab_size(), " entries) differs from the checkpoint's (",
+                         ck.vocab.size(), " entries) in ", checkpoint));
+  double sum = 0;
+  int64_t tokens = 0;
+  for (const SliceRange& s : eval_slices(file.offsets(), batching, 1, 0)) {
+    sum += model->evaluate(load_batch(file, s));
+    tokens += s.tokens;
+  }
+  const double loss = sum / double(std::max<int64_t>(tokens, 1));
+  std::cout << std::fixed << std::setprecision(4) << "loss " << loss << "  perplexity " << std::exp(loss)
+            << "  bits/token " << loss / std::log(2.0) << "  tokens " << tokens << "\n";
+  if (json)
+    std::cout << std::setprecision(9) << "{\"loss\":" << loss << ",\"tokens\":" << tokens
+              << ",\"perplexity\":" << std::exp(loss) << ",\"bits_per_token\":" << loss / std::log(2.0) << "}\n";
+  return 0;
+}
+
+int cmd_sample(const Args& args) {
+  std::string checkpoint, prime;
+  int64_t length = 200;
+  float temperature = 1.0f;
+  int top_k = 0;
+  uint64_t seed = 1;
+  po::options_description desc("rnn_dist sample options");
+  desc.add_options()("help,h", "print this help and exit")
+      ("checkpoint", po::value(&checkpoint)->required(), "checkpoint file")
+      ("prime", po::value(&prime)->default_value(""), "text to start from")
+      ("length", po::value(&length)->default_value(200), "tokens to generate (stops early at </s>)")
+      ("temperature", po::value(&temperature)->default_value(1.0f), "softmax temperature (> 0)")
+      ("top-k", po::value(&top_k)->default_value(0), "sample among the k most likely tokens (0 = all)")
+      ("seed", po::value(&seed)->default_value(1), "sampling seed");
+  if (!parse(args, desc, "usage: rnn_dist sample --checkpoint FILE [--prime TEXT] [options]")) return 0;
+  if (!(temperature > 0)) throw InputError("--temperature must be positive");
+  if (length < 0 || top_k < 0) throw InputError("--length and --top-k must not be negative");
+  auto backend = make_backend(DeviceType::cpu, 0, 1);
+  CheckpointData ck;
+  auto model = load_model(checkpoint, *backend, ck);
+  Tokenizer tokenizer(ck.tokenizer, ck.vocab, true);
+  std::vector<int32_t> context = {kBosId};
+  tokenizer.encode(prime, context);
+  const int64_t state = int64_t{ck.config.layers} * ck.config.hidden;
+  std::vector<float> h(state, 0.0f), c(state, 0.0f), logp;
+  for (int32_t id : context) logp = model->step(id, h, c);
+  Rng rng(seed);
+  std::vector<int32_t> generated;
+  std::vector<int32_t> order(logp.size());
+  for (int64_t n = 0; n < length; ++n) {
+    std::vector<double> p(logp.size());
+    for (size_t i = 0; i < p.size(); ++i) p[i] = std::exp(double(logp[i]) / temperature);
+    p[kPadId] = p[kBosId] = 0;  // never generated
+    if (top_k > 0 && static_cast<size_t>(top_k) < p.size()) {
+      std::iota(order.begin(), order.end(), 0);
+      std::nth_element(order.begin(), order.begin() + top_k, order.end(), [&](int a, int b) { return p[a] > p[b]; });
+      for (size_t k = top_k; k < order.size(); ++k) p[order[k]] = 0;
+    }
+    double r = rng.uniform() * std::accumulate(p.begin(), p.end(), 0.0);
+    int32_t next = 0;
+    while (next + 1 < static_cast<int32_t>(p.size()) && (r -= p[next]) > 0) ++next;
+    if (next == kEosId) break;
+    generated.push_back(next);
+    logp = model->step(next, h, c);
+  }
+  std::cout << prime << tokenizer.decode(generated) << "\n";
+  return 0;
+}
+
+}  // namespace rnn_dist

@@ -1,0 +1,92 @@
+// `rnn_dist info FILE...`: summary of a sequence file or of a checkpoint.
+#include <cmath>
+#include <iostream>
+
+#include "rnn_dist/cli/commands.h"
+#include "rnn_dist/data/dataset.h"
+#include "rnn_dist/data/h5.h"
+#include "rnn_dist/nn/backend.h"
+#include "rnn_dist/train/checkpoint.h"
+#include "rnn_dist/util/error.h"
+#include "rnn_dist/util/stats.h"
+
+namespace rnn_dist {
+
+namespace {
+
+// Entropy of the target-token distribution (every id but each sequence's first): the loss of the best
+// model that ignores context, a baseline a trained model must beat. Reads the file in blocks.
+double unigram_entropy(const SequenceFile& f) {
+  std::vector<int64_t> counts(f.vocab_size(), 0);
+  std::vector<int32_t> ids;
+  int64_t total = 0;
+  for (int64_t b = 0; b < f.num_sequences(); b += 4096) {
+    const int64_t e = std::min(f.num_sequences(), b + 4096);
+    f.read_tokens(b, e, ids);
+    for (int64_t i = b; i < e; ++i)
+      for (int64_t k = f.offsets()[i] + 1; k < f.offsets()[i + 1]; ++k) ++counts[ids[k - f.offsets()[b]]];
+  }
+  for (int64_t c : counts) total += c;
+  double h = 0;
+  for (int64_t c : counts)
+    if (c > 0) h -= double(c) / double(total) * std::log(double(c) / double(total));
+  return h;
+}
+
+void print_checkpoint(const std::string& path) {
+  std::unique_ptr<Backend> cpu = make_cpu_backend(1);
+  const CheckpointData ck = read_checkpoint(path, *cpu);
+  const ModelConfig& m = ck.config;
+  const TrainingPosition& p = ck.position;
+  std::cout << path << "\n"
+            << "  format:     rnn_dist.checkpoint\n"
+            << "  model:      vocab " << m.vocab << ", embed " << m.embed << ", hidden " << m.hidden << ", layers "
+            << m.layers << ", dropout " << m.dropout << "\n"
+            << "  parameters: " << ck.params.size() << "\n"
+            << "  tokenizer:  " << ck.tokenizer << "\n"
+            << "  position:   step " << p.step << ", epoch " << p.epoch << " (" << p.step_in_epoch << " of "
+            << p.steps_per_epoch << " steps done), seed " << p.seed << "\n"
+            << "  data plan:  " << (p.plan.empty() ? "unknown" : p.plan)
+            << (p.stream_state.empty() ? "" : ", with carried stream state") << "\n"
+            << "  optimizer:  " << ck.optimizer_kind << ", " << ck.optimizer_steps << " steps\n";
+  double sum_squares = 0;
+  for (float v : ck.params) sum_squares += double(v) * v;
+  std::cout << "  parameter norm: " << std::sqrt(sum_squares) << "\n";
+}
+
+bool is_checkpoint(const std::string& path) {
+  h5::File f = h5::File::open_read(path);
+  return f.has_attr("/", "format") && f.read_attr_string("/", "format") == "rnn_dist.checkpoint";
+}
+
+}  // namespace
+
+int cmd_info(const Args& args) {
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    std::cout << "usage: rnn_dist info FILE.h5 [FILE.h5 ...]\n"
+                 "Prints the summary of a sequence file (format, tokenizer, vocabulary size, sequences,\n"
+                 "tokens, length percentiles) or of a checkpoint (model, position, data plan, optimizer).\n";
+    return args.empty() ? 2 : 0;
+  }
+  for (const auto& path : args) {
+    if (is_checkpoint(path)) {
+      print_checkpoint(path);
+      continue;
+    }
+    SequenceFile f = SequenceFile::open(path);
+    std::vector<int64_t> lengths(f.num_sequences());
+    for (int64_t i = 0; i < f.num_sequences(); ++i) lengths[i] = f.length(i);
+    std::cout << path << "\n"
+              << "  format:     " << kFormatName << " v" << kFormatVersion << "\n"
+              << "  tokenizer:  " << f.tokenizer() << "\n"
+              << "  vocab size: " << f.vocab_size() << "\n"
+              << "  sequences:  " << f.num_sequences() << "\n"
+              << "  tokens:     " << f.num_tokens() << "\n"
+              << "  lengths:    " << length_summary(lengths) << "\n"
+              << "  labels:     " << (f.has_labels() ? "yes" : "no") << "\n"
+              << "  unigram entropy of targets: " << unigram_entropy(f) << " nats/token\n";
+  }
+  return 0;
+}
+
+}  // namespace rnn_dist

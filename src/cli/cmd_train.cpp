@@ -1,0 +1,80 @@
+// `rnn_dist train`: parses the options (command line, then an optional --config file) into a
+// TrainerConfig, starts MPI and runs the training job (trainer.h).
+#include <boost/program_options.hpp>
+
+#include <iostream>
+
+#include "rnn_dist/cli/commands.h"
+#include "rnn_dist/cli/options.h"
+#include "rnn_dist/train/trainer.h"
+
+namespace po = boost::program_options;
+
+namespace rnn_dist {
+namespace {
+
+po::options_description train_options(TrainerConfig& o) {
+  po::options_description d("rnn_dist train options");
+  d.add_options()("help,h", "print this help and exit")
+      ("config", po::value<std::string>(), "read options from this INI-style file (`name = value` lines, long option names; the command line wins)")
+      ("train", po::value(&o.train)->required(), "training sequence file (from rnn_prep)")
+      ("valid", po::value(&o.valid), "validation sequence file, evaluated at each epoch end")
+      ("test", po::value(&o.test), "test sequence file, evaluated once when training ends")
+      ("embed", po::value(&o.model.embed)->default_value(64), "embedding size E")
+      ("hidden", po::value(&o.model.hidden)->default_value(256), "LSTM hidden size H")
+      ("layers", po::value(&o.model.layers)->default_value(2), "LSTM layers L")
+      ("dropout", po::value(&o.model.dropout)->default_value(0.0f), "dropout on embeddings, between layers and on outputs")
+      ("batch-size", po::value(&o.batch.batch_size)->default_value(32), "sequences per rank and step")
+      ("batch-tokens", po::value(&o.batch.batch_tokens)->default_value(0), "target tokens per rank and step (overrides --batch-size)")
+      ("batching", po::value(&o.batching)->default_value("packed"), "packed (shuffled batches of whole sequences) or stream (truncated BPTT over --batch-size columns per rank of the token stream)")
+      ("bptt", po::value(&o.bptt)->default_value(35), "stream mode: tokens per column and step")
+      ("optimizer", po::value(&o.optimizer.kind)->default_value("adam"), "sgd, adam or adamw")
+      ("lr", po::value(&o.optimizer.lr)->default_value(2e-3f), "learning rate")
+      ("momentum", po::value(&o.optimizer.momentum)->default_value(0.0f), "SGD momentum")
+      ("weight-decay", po::value(&o.optimizer.weight_decay)->default_value(0.0f), "weight decay")
+      ("beta1", po::value(&o.optimizer.beta1)->default_value(0.9f), "Adam beta1")
+      ("beta2", po::value(&o.optimizer.beta2)->default_value(0.999f), "Adam beta2")
+      ("eps", po::value(&o.optimizer.eps)->default_value(1e-8f), "Adam epsilon")
+      ("clip-norm", po::value(&o.clip_norm)->default_value(0.0f), "global gradient-norm clipping (0 = off)")
+      ("lr-schedule", po::value(&o.schedule.kind)->default_value("constant"), "constant, step, plateau or cosine")
+      ("lr-decay", po::value(&o.schedule.decay)->default_value(0.5f), "decay factor of step and plateau")
+      ("lr-decay-start", po::value(&o.schedule.decay_start)->default_value(2), "step: first decayed epoch (1-based)")
+      ("warmup-steps", po::value(&o.schedule.warmup_steps)->default_value(0), "linear warm-up steps")
+      ("epochs", po::value(&o.epochs)->default_value(1), "epochs to train")
+      ("max-steps", po::value(&o.max_steps)->default_value(0), "stop after this many steps (0 = no limit)")
+      ("checkpoint-dir", po::value(&o.checkpoint_dir), "directory for step-NNNNNNNN.h5 checkpoints")
+      ("save-every", po::value(&o.save_every)->default_value(0), "checkpoint every N steps (0 = only at the end)")
+      ("keep", po::value(&o.keep)->default_value(3), "checkpoints to keep")
+      ("resume", po::value(&o.resume)->implicit_value("auto"), "continue from the newest checkpoint in --checkpoint-dir; --resume (=auto) starts fresh, with a notice, when there is none, --resume=require fails")
+      ("init-from", po::value(&o.init_from), "start from this checkpoint's parameters with a fresh optimizer (--resume wins when it finds a checkpoint)")
+      ("max-bad-steps", po::value(&o.max_bad_steps)->default_value(10), "stop after this many consecutive steps with a non-finite loss or gradient norm (each is skipped)")
+      ("comm-timeout", po::value(&o.comm_timeout)->default_value(300), "seconds a GPU collective (NCCL) may take before the communicator is aborted and the job ends, instead of hanging")
+      ("threads", po::value(&o.threads)->default_value(1), "CPU threads per rank")
+      ("seed", po::value(&o.seed)->default_value(1), "seed of initialisation, shuffling and dropout")
+      ("log-every", po::value(&o.log_every)->default_value(10), "steps between progress lines")
+      ("metrics", po::value(&o.metrics), "JSON-lines metrics file (rank 0)")
+      ("device", po::value(&o.device)->default_value("auto"), "auto (a GPU per rank when there are GPUs, else the CPU), cpu or cuda")
+      ("deterministic", po::bool_switch(&o.deterministic), "bitwise-repeatable runs (same seed, data, ranks and threads); always so on the CPU, not available on GPUs yet")
+      ("verbose", po::bool_switch(&o.verbose), "print where every rank runs (host, ranks, device)")
+      ("precision", po::value(&o.precision)->default_value("fp32"), "GPU matrix products: fp32 (equal to the CPU up to rounding), tf32 (TF32 tensor cores, about 1e-3 relative) or bf16 (bfloat16 tensor cores and cuDNN's bf16 LSTM, about 1e-2 relative); weights, gradients and optimizer state stay fp32")
+      ("tf32", po::bool_switch(&o.tf32), "short for --precision tf32")
+      ("allreduce", po::value(&o.allreduce)->default_value("flat"), "flat or hierarchical")
+      ("ranks-per-node", po::value(&o.ranks_per_node)->default_value(0), "group consecutive ranks into nodes, to test multi-node layouts on one machine (0 = detect; default from RNN_DIST_RANKS_PER_NODE)");
+  return d;
+}
+
+}  // namespace
+
+int cmd_train(const Args& args) {
+  TrainerConfig o;
+  po::options_description desc = train_options(o);
+  const ParsedOptions parsed = parse_options(args, desc, false, o.ranks_per_node);
+  if (parsed.help) {
+    std::cout << "usage: [mpirun -np N] rnn_dist train --train FILE [options]\n\n" << desc << "\n";
+    return 0;
+  }
+  return run_mpi_command(parsed, o.ranks_per_node, [&] { check_config(o); },
+                         [&](Topology& topo) { return train(o, topo); });
+}
+
+}  // namespace rnn_dist

@@ -1,0 +1,64 @@
+// Option parsing and start-up shared by the MPI subcommands (see options.h).
+#include "rnn_dist/cli/options.h"
+
+#include <cstdlib>
+#include <fstream>
+
+#include "rnn_dist/dist/rank_errors.h"
+#include "rnn_dist/util/error.h"
+
+namespace po = boost::program_options;
+
+namespace rnn_dist {
+
+ParsedOptions parse_options(const Args& args, const po::options_description& desc, bool config_ignores_unknown,
+                            int& ranks_per_node) {
+  ParsedOptions out;
+  try {
+    po::variables_map vm;
+    po::store(po::command_line_parser(args).options(desc).run(), vm);
+    if (vm.count("help")) {
+      out.help = true;
+      return out;
+    }
+    if (vm.count("config")) {
+      // Stored after the command line, so options given there keep their command-line values.
+      const std::string path = vm["config"].as<std::string>();
+      std::ifstream in(path);
+      if (!in) throw InputError(cat("--config ", path, ": cannot open"));
+      try {
+        po::store(po::parse_config_file(in, desc, config_ignores_unknown), vm);
+      } catch (const po::error& e) {
+        throw InputError(cat("--config ", path, ": ", e.what()));
+      }
+    }
+    po::notify(vm);
+    if (vm["ranks-per-node"].defaulted())
+      if (const char* env = std::getenv("RNN_DIST_RANKS_PER_NODE")) {
+        char* end = nullptr;
+        ranks_per_node = static_cast<int>(std::strtol(env, &end, 10));
+        if (*env == '\0' || *end != '\0' || ranks_per_node < 0)
+          throw InputError(cat("RNN_DIST_RANKS_PER_NODE='", env, "' is not a rank count"));
+      }
+    if (ranks_per_node < 0) throw InputError("--ranks-per-node must not be negative");
+  } catch (const po::error& e) {
+    out.error = e.what();
+  } catch (const InputError& e) {
+    out.error = e.what();
+  }
+  return out;
+}
+
+int run_mpi_command(const ParsedOptions& parsed, int ranks_per_node, const std::function<void()>& validate,
+                    const std::function<int(Topology&)>& run) {
+  MpiEnvironment mpi(nullptr, nullptr);
+  Topology topo = make_mpi_topology(parsed.error.empty() ? ranks_per_node : 0);
+  if (int rc = agree_on_errors(topo, [&] {
+        if (!parsed.error.empty()) throw InputError(parsed.error);
+        validate();
+      }))
+    return rc;
+  return run(topo);
+}
+
+}  // namespace rnn_dist

@@ -1,0 +1,279 @@
+// The CPU backend: host memory, OpenBLAS-backed reference kernels from cpu_kernels.h run by the backend's
+// thread team (OpenBLAS itself single-threaded), and a multi-layer LSTM stacking
+// cpu::lstm_layer_forward/backward with dropout between layers.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "rnn_dist/nn/backend.h"
+#include "rnn_dist/nn/optimizer.h"
+#include "rnn_dist/util/error.h"
+#include "rnn_dist/util/random.h"
+
+extern "C" void openblas_set_num_threads(int);
+
+namespace rnn_dist {
+namespace {
+
+class CpuLstm final : public Lstm {
+ public:
+  CpuLstm(Backend& backend, cpu::Team& team, const LstmShape& shape) : backend_(backend), team_(team), shape_(shape) {
+    int64_t offset = 0;
+    for (int l = 0; l < shape.layers; ++l) {
+      int in = l == 0 ? shape.input : shape.hidden;
+      int64_t g = 4 * int64_t{shape.hidden};
+      std::string s = cat("_l", l);
+      params_.push_back({"weight_ih" + s, offset, {g, in}});
+      offset += g * in;
+      params_.push_back({"weight_hh" + s, offset, {g, shape.hidden}});
+      offset += g * shape.hidden;
+      params_.push_back({"bias_ih" + s, offset, {g}});
+      offset += g;
+      params_.push_back({"bias_hh" + s, offset, {g}});
+      offset += g;
+    }
+    elems_ = offset;
+    for (int l = 0; l < shape.layers; ++l) {
+      cache_.emplace_back(backend, std::vector<int64_t>{0});
+      out_.emplace_back(backend, std::vector<int64_t>{0});
+      in_.emplace_back(backend, std::vector<int64_t>{0});
+    }
+    workspace_ = Tensor(backend, {0});
+    grad_a_ = Tensor(backend, {0});
+    grad_b_ = Tensor(backend, {0});
+    infer_ws_ = Tensor(backend, {0});
+  }
+
+  int64_t weight_elems() const override { return elems_; }
+  std::vector<ParamSlice> canonical_params() const override { return params_; }
+
+  void forward(const float* weights, const Packing& packing, const float* x, const float* h0, const float* c0,
+               float* y, float* hn, float* cn, bool training, uint64_t dropout_seed) override {
+    if (!training) return infer(weights, packing, x, h0, c0, y, hn, cn);
+    packing_ = &packing;
+    x_ = x;
+    h0_ = h0;
+    c0_ = c0;
+    seed_ = dropout_seed;
+    drop_ = shape_.dropout;
+    const int64_t rows = packing.rows(), bh = int64_t{packing.batch()} * shape_.hidden;
+    const int H = shape_.hidden;
+    const float* input = x;
+    for (int l = 0; l < shape_.layers; ++l) {
+      bool top = l == shape_.layers - 1;
+      cache_[l].resize(static_cast<int64_t>(cpu::lstm_cache_elems(rows, H)));
+      if (!top) out_[l].resize({rows, H});
+      float* out = top ? y : out_[l].data();
+      cpu::lstm_layer_forward<float>(packing, layer(weights, l), input, h0 ? h0 + l * bh : nullptr,
+                                     c0 ? c0 + l * bh : nullptr, out, hn ? hn + l * bh : nullptr,
+                                     cn ? cn + l * bh : nullptr, cpu::lstm_cache_view(cache_[l].data(), rows, H),
+                                     &team_);
+      if (!top) {
+        if (drop_ > 0) {
+          in_[l + 1].resize({rows, H});
+          backend_.dropout(out, rows * H, drop_, seed_ + l, in_[l + 1].data());
+          input = in_[l + 1].data();
+        } else {
+          input = out;
+        }
+      }
+    }
+  }
+
+  void backward(const float* weights, const float* dy, const float* dhn, const float* dcn, float* dx, float* dh0,
+                float* dc0, float* dweights) override {
+    const Packing& packing = *packing_;
+    const int64_t rows = packing.rows(), bh = int64_t{packing.batch()} * shape_.hidden;
+    const int H = shape_.hidden;
+    workspace_.resize(static_cast<int64_t>(cpu::lstm_backward_workspace_elems(rows, packing.batch(), H)));
+    const float* dout = dy;
+    for (int l = shape_.layers - 1; l >= 0; --l) {
+      const float* input = l == 0 ? x_ : (drop_ > 0 ? in_[l].data() : out_[l - 1].data());
+      Tensor& gin = (l % 2) ? grad_a_ : grad_b_;
+      float* din = dx;
+      if (l > 0) {
+        gin.resize({rows, H});
+        din = gin.data();
+      }
+      cpu::LstmLayerParams<float> p = layer(weights, l);
+      cpu::lstm_layer_backward<float>(packing, p, input, h0_ ? h0_ + l * bh : nullptr, c0_ ? c0_ + l * bh : nullptr,
+                                      cpu::lstm_cache_view(cache_[l].data(), rows, H), dout,
+                                      dhn ? dhn + l * bh : nullptr, dcn ? dcn + l * bh : nullptr, din,
+                                      dh0 ? dh0 + l * bh : nullptr, dc0 ? dc0 + l * bh : nullptr,
+                                      grads(dweights, l), workspace_.data(), &team_);
+      if (l > 0 && drop_ > 0) backend_.dropout(din, rows * H, drop_, seed_ + (l - 1), din);
+      dout = din;
+    }
+  }
+
+ private:
+  // Forward pass without dropout that keeps nothing for backward: layer outputs alternate between two
+  // buffers and the gate workspace is bounded (cpu::lstm_layer_inference). The training state is untouched.
+  void infer(const float* weights, const Packing& packing, const float* x, const float* h0, const float* c0,
+             float* y, float* hn, float* cn) {
+    const int64_t rows = packing.rows(), bh = int64_t{packing.batch()} * shape_.hidden;
+    const int H = shape_.hidden;
+    infer_ws_.resize(static_cast<int64_t>(cpu::lstm_inference_workspace_elems(rows, packing.batch(), H)));
+    const float* input = x;
+    for (int l = 0; l < shape_.layers; ++l) {
+      const bool top = l == shape_.layers - 1;
+      Tensor& buf = (l % 2) ? grad_a_ : grad_b_;
+      if (!top) buf.resize({rows, H});
+      float* out = top ? y : buf.data();
+      cpu::lstm_layer_inference<float>(packing, layer(weights, l), input, h0 ? h0 + l * bh : nullptr,
+                                       c0 ? c0 + l * bh : nullptr, out, hn ? hn + l * bh : nullptr,
+                                       cn ? cn + l * bh : nullptr, infer_ws_.data(), &team_);
+      input = out;
+    }
+  }
+
+  cpu::LstmLayerParams<float> layer(const float* w, int l) const {
+    const ParamSlice* s = &params_[4 * l];
+    int in = l == 0 ? shape_.input : shape_.hidden;
+    return {w + s[0].offset, w + s[1].offset, w + s[2].offset, w + s[3].offset, in, shape_.hidden};
+  }
+  cpu::LstmLayerGrads<float> grads(float* g, int l) const {
+    const ParamSlice* s = &params_[4 * l];
+    return {g + s[0].offset, g + s[1].offset, g + s[2].offset, g + s[3].offset};
+  }
+
+  Backend& backend_;
+  cpu::Team& team_;
+  LstmShape shape_;
+  std::vector<ParamSlice> params_;
+  int64_t elems_ = 0;
+  // State of the last training forward, used by backward.
+  const Packing* packing_ = nullptr;
+  const float *x_ = nullptr, *h0_ = nullptr, *c0_ = nullptr;
+  uint64_t seed_ = 0;
+  float drop_ = 0;
+  std::vector<Tensor> cache_, out_, in_;  // per layer: saved activations, outputs, dropped inputs
+  // Backward workspace; the input gradients of layers > 0 (in inference: the layer outputs); inference
+  // workspace.
+  Tensor workspace_, grad_a_, grad_b_, infer_ws_;
+};
+
+class CpuBackend final : public Backend {
+ public:
+  // OpenBLAS runs single-threaded inside each member of the team (its own threads would allocate on every
+  // GEMM and split the small per-step products badly).
+  explicit CpuBackend(int threads) : team_(std::max(1, threads)) { openblas_set_num_threads(1); }
+
+  Device device() const override { return Device{DeviceType::cpu, 0}; }
+  std::string device_name() const override { return "cpu"; }
+
+  void* allocate(size_t bytes) override {
+    // 64-byte alignment for vector loads; sizes rounded up as aligned_alloc requires.
+    void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!p) throw Error(cat("out of host memory allocating ", bytes, " bytes"));
+    return p;
+  }
+  void deallocate(void* p) noexcept override { std::free(p); }
+  void upload(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void download(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void copy(void* dst, const void* src, size_t bytes) override { std::memmove(dst, src, bytes); }
+  void zero(float* x, int64_t n) override {
+    each(n, [&](int64_t i0, int64_t i1) { std::memset(x + i0, 0, static_cast<size_t>(i1 - i0) * sizeof(float)); });
+  }
+  void synchronize() override {}
+  int64_t logits_block_elems() const override { return int64_t{1} << 22; }  // 16 MB
+
+  void embedding_forward(const int32_t* ids, int64_t rows, const float* table, int dim, float* out) override {
+    cpu::embedding_forward<float>(ids, rows, table, dim, out, &team_);
+  }
+  void embedding_backward(const int32_t* ids, int64_t rows, const float* dout, int dim, float* dtable) override {
+    cpu::embedding_backward<float>(ids, rows, dout, dim, dtable, &team_);
+  }
+  void linear_forward(const float* x, int64_t rows, int in, const float* w, const float* b, int out,
+                      float* y) override {
+    cpu::linear_forward<float>(x, rows, in, w, b, out, y, &team_);
+  }
+  void linear_backward(const float* x, int64_t rows, int in, const float* w, int out, const float* dy, float* dx,
+                       float* dw, float* db) override {
+    cpu::linear_backward<float>(x, rows, in, w, out, dy, dx, dw, db, &team_);
+  }
+  double cross_entropy(const float* logits, int64_t rows, int vocab, const int32_t* targets, float* dlogits,
+                       float grad_scale) override {
+    return cpu::cross_entropy<float>(logits, rows, vocab, targets, dlogits, grad_scale, &team_);
+  }
+  void dropout(const float* x, int64_t n, float p, uint64_t seed, float* y) override {
+    const float keep_scale = 1.0f / (1.0f - p);
+    each(n, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i)
+        y[i] = uniform01(seed, static_cast<uint64_t>(i)) < p ? 0.0f : x[i] * keep_scale;
+    });
+  }
+  double sum_squares(const float* x, int64_t n) override {
+    // Per-member partial sums, added in member order: the result does not depend on timing.
+    double part[cpu::Team::kMaxSize] = {};
+    team_.run([&](int m) {
+      const auto [i0, i1] = cpu::share(n, team_.size(), m);
+      double s = 0;
+      for (int64_t i = i0; i < i1; ++i) s += double{x[i]} * x[i];
+      part[m] = s;
+    });
+    double s = 0;
+    for (double v : part) s += v;
+    return s;
+  }
+  void scale(float* x, int64_t n, float a) override {
+    each(n, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) x[i] *= a;
+    });
+  }
+  void sgd_update(float* p, const float* g, float* velocity, int64_t n, float lr, float momentum,
+                  float weight_decay) override {
+    each(n, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        float d = g[i] + weight_decay * p[i];
+        if (momentum != 0) {
+          velocity[i] = momentum * velocity[i] + d;
+          d = velocity[i];
+        }
+        p[i] -= lr * d;
+      }
+    });
+  }
+  void adam_update(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1, float beta2,
+                   float eps, float weight_decay, bool decoupled, int64_t step) override {
+    const AdamScalars bias = adam_scalars(lr, beta1, beta2, step);
+    const float step_size = bias.step_size, inv_sqrt_bc2 = bias.inv_sqrt_bc2;
+    each(n, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        float grad = g[i];
+        if (decoupled)
+          p[i] -= lr * weight_decay * p[i];
+        else
+          grad += weight_decay * p[i];
+        m[i] = beta1 * m[i] + (1 - beta1) * grad;
+        v[i] = beta2 * v[i] + (1 - beta2) * grad * grad;
+        p[i] -= step_size * m[i] / (std::sqrt(v[i]) * inv_sqrt_bc2 + eps);
+      }
+    });
+  }
+
+  std::unique_ptr<Lstm> make_lstm(const LstmShape& shape) override {
+    return std::make_unique<CpuLstm>(*this, team_, shape);
+  }
+
+ private:
+  // fn(begin, end) on each member's share of [0, n), cut at multiples of 16 floats (no shared cache line).
+  template <class Fn>
+  void each(int64_t n, Fn&& fn) {
+    team_.run([&](int m) {
+      const auto [i0, i1] = cpu::share(n, team_.size(), m, 16);
+      if (i0 < i1) fn(i0, i1);
+    });
+  }
+
+  cpu::Team team_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(int threads) { return std::make_unique<CpuBackend>(threads); }
+
+}  // namespace rnn_dist

@@ -1,0 +1,749 @@
+// CPU reference kernels (see cpu_kernels.h), explicitly instantiated for float and double.
+#include "rnn_dist/cpu/cpu_kernels.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <type_traits>
+
+#include "rnn_dist/util/error.h"
+
+namespace rnn_dist::cpu {
+
+namespace {
+
+// BLAS dimensions are int; a row count beyond that is a caller error, not something to wrap silently.
+int blas_dim(int64_t n) {
+  if (n < 0 || n > INT_MAX) throw Error(cat("matrix dimension ", n, " is outside the range BLAS accepts"));
+  return static_cast<int>(n);
+}
+
+// The elementwise float kernels are compiled for AVX-512 and AVX2 as well as the baseline, and the loader
+// picks the best the CPU has; double (the test oracle) keeps the portable build.
+// (GCC only: clang refuses calls between the AVX clones and the always-inline helpers, whose ABIs differ.)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__ELF__)
+#define RNN_DIST_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define RNN_DIST_VECTOR_CLONES
+#endif
+#define RNN_DIST_INLINE [[gnu::always_inline]] inline
+#define RNN_DIST_LAMBDA_INLINE __attribute__((always_inline))
+
+// Eight float lanes as a GCC/Clang vector: written out explicitly because the compiler will not
+// vectorise the branch-free selects below by itself (they are comparisons, which may trap under the
+// default -ftrapping-math). On the baseline x86-64 target each operation becomes two SSE instructions.
+// Only always-inlined helpers of this file return vectors (and take them by reference), so no call ever
+// uses that ABI.
+#if defined(__clang__)
+#pragma clang diagnostic ignored "-Wpsabi"
+#elif defined(__GNUC__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+using F8 = float __attribute__((vector_size(32)));
+using I8 = int32_t __attribute__((vector_size(32)));
+constexpr int kLanes = 8;
+
+// The same code runs on float (loop tails) and on F8 (the body of every loop).
+template <class V>
+RNN_DIST_INLINE V splat(float c) {
+  if constexpr (std::is_same_v<V, float>)
+    return c;
+  else
+    return V{} + c;
+}
+template <class V>
+RNN_DIST_INLINE V load(const float* p) {
+  V v;
+  std::memcpy(&v, p, sizeof(V));
+  return v;
+}
+template <class V>
+RNN_DIST_INLINE void store(float* p, const V& v) {
+  std::memcpy(p, &v, sizeof(V));
+}
+RNN_DIST_INLINE float select(bool m, float a, float b) { return m ? a : b; }
+RNN_DIST_INLINE F8 select(const I8& m, const F8& a, const F8& b) { return m ? a : b; }
+RNN_DIST_INLINE int32_t bits(float x) { return std::bit_cast<int32_t>(x); }
+RNN_DIST_INLINE I8 bits(const F8& x) { return std::bit_cast<I8>(x); }
+RNN_DIST_INLINE float from_bits(int32_t x) { return std::bit_cast<float>(x); }
+RNN_DIST_INLINE F8 from_bits(const I8& x) { return std::bit_cast<F8>(x); }
+RNN_DIST_INLINE int32_t to_int(float x) { return static_cast<int32_t>(x); }
+RNN_DIST_INLINE I8 to_int(const F8& x) { return __builtin_convertvector(x, I8); }
+
+// Float exp, sigmoid and tanh with relative error about 2e-7 (libm's are scalar calls, which dominated
+// the LSTM's elementwise time). Double keeps libm: it is the oracle of the finite-difference tests.
+template <class V>
+RNN_DIST_INLINE V exp_approx(const V& arg) {
+  // Cephes expf: exp(x) = 2^n exp(r), |r| <= ln2/2, with a degree-6 polynomial for exp(r). The clamp keeps
+  // 2^n a normal float.
+  V x = select(arg < -87.0f, splat<V>(-87.0f), arg);
+  x = select(x > 88.0f, splat<V>(88.0f), x);
+  const V n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
+  const V r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
+  V p = splat<V>(1.9875691500e-4f);
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  return p * from_bits((to_int(n) + 127) << 23);
+}
+
+template <class V>
+RNN_DIST_INLINE V sigmoid_approx(const V& x) {
+  return 1.0f / (1.0f + exp_approx(-x));
+}
+
+template <class V>
+RNN_DIST_INLINE V tanh_approx(const V& x) {
+  // Cephes tanhf: an odd polynomial below |x| = 0.625, (1 - e^-2|x|) / (1 + e^-2|x|) above, where it has
+  // no cancellation. Both are computed and one selected, so there is no branch.
+  const auto sign = bits(x) & int32_t(0x80000000);
+  const V a = from_bits(bits(x) & 0x7fffffff), s = x * x;
+  V p = splat<V>(-5.70498872745e-3f);
+  p = p * s + 2.06390887954e-2f;
+  p = p * s - 5.37397155531e-2f;
+  p = p * s + 1.33314422036e-1f;
+  p = p * s - 3.33332819422e-1f;
+  const V small = p * s * x + x;
+  const V e = exp_approx(-2.0f * a);
+  const V large = from_bits(bits((1.0f - e) / (1.0f + e)) | sign);
+  return select(a < 0.625f, small, large);
+}
+
+RNN_DIST_INLINE float act_sigmoid(float x) { return sigmoid_approx(x); }
+RNN_DIST_INLINE F8 act_sigmoid(const F8& x) { return sigmoid_approx(x); }
+RNN_DIST_INLINE float act_tanh(float x) { return tanh_approx(x); }
+RNN_DIST_INLINE F8 act_tanh(const F8& x) { return tanh_approx(x); }
+RNN_DIST_INLINE double act_sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+RNN_DIST_INLINE double act_tanh(double x) { return std::tanh(x); }
+
+// A loop over [begin, end) that runs body.template operator()<V>(j) on full vectors of lanes (float) and
+// then on the scalar tail (all of double).
+template <class T, class Body>
+RNN_DIST_INLINE void for_lanes(int begin, int end, Body&& body) {
+  int j = begin;
+  if constexpr (std::is_same_v<T, float>)
+    for (; j + kLanes <= end; j += kLanes) body.template operator()<F8>(j);
+  for (; j < end; ++j) body.template operator()<T>(j);
+}
+
+// Loads and stores of lane type V from arrays of T (for double, V = T = double).
+template <class V, class T>
+RNN_DIST_INLINE V ld(const T* p) {
+  if constexpr (std::is_same_v<V, T>)
+    return *p;
+  else
+    return load<V>(p);
+}
+template <class V, class T>
+RNN_DIST_INLINE void st(T* p, const V& v) {
+  if constexpr (std::is_same_v<V, T>)
+    *p = v;
+  else
+    store<V>(p, v);
+}
+
+// One time step of the cell over rows [0, bt) and hidden units [j0, j1): gates holds the pre-activations
+// without biases (bt x 4H, blocks i, f, g, o); h gets o * tanh(c). Training (keep = true) stores the
+// activated gates over the pre-activations and c_t in `cell`, reading c_{t-1} from c_prev (null = zeros);
+// inference (keep = false) keeps nothing and updates the state `cell` in place (c_prev is not read).
+template <class T, bool keep>
+RNN_DIST_INLINE void cell_forward_impl(int bt, int H, int j0, int j1, T* gates, const T* b_ih, const T* b_hh,
+                                       const T* c_prev, T* cell, T* h) {
+  for (int b = 0; b < bt; ++b) {
+    const int64_t s = static_cast<int64_t>(b) * H;
+    T* gi = gates + 4 * s;
+    T* c = cell + s;
+    T* hb = h + s;
+    const T* cp = keep ? (c_prev != nullptr ? c_prev + s : nullptr) : c;
+    for_lanes<T>(j0, j1, [&]<class V>(int j) RNN_DIST_LAMBDA_INLINE {
+      const V i = act_sigmoid(ld<V>(gi + j) + ld<V>(b_ih + j) + ld<V>(b_hh + j));
+      const V f = act_sigmoid(ld<V>(gi + H + j) + ld<V>(b_ih + H + j) + ld<V>(b_hh + H + j));
+      const V g = act_tanh(ld<V>(gi + 2 * H + j) + ld<V>(b_ih + 2 * H + j) + ld<V>(b_hh + 2 * H + j));
+      const V o = act_sigmoid(ld<V>(gi + 3 * H + j) + ld<V>(b_ih + 3 * H + j) + ld<V>(b_hh + 3 * H + j));
+      V cn = i * g;
+      if (cp != nullptr) cn += f * ld<V>(cp + j);
+      if constexpr (keep) {
+        st(gi + j, i);
+        st(gi + H + j, f);
+        st(gi + 2 * H + j, g);
+        st(gi + 3 * H + j, o);
+      }
+      st(c + j, cn);
+      st(hb + j, o * act_tanh(cn));
+    });
+  }
+}
+
+// The gradient of one time step over rows [0, bt) and hidden units [j0, j1): gates (activated, bt x 4H)
+// are overwritten with the gradients of the pre-activations; dh (bt x H) is dL/dh_t without dy_t (null =
+// 0), which is added here; dc carries dL/dc_t in and dL/dc_{t-1} out.
+template <class T>
+RNN_DIST_INLINE void cell_backward_impl(int bt, int H, int j0, int j1, T* gates, const T* cell, const T* c_prev,
+                                        const T* dh, const T* dy, T* dc) {
+  for (int b = 0; b < bt; ++b) {
+    const int64_t s = static_cast<int64_t>(b) * H;
+    T* gi = gates + 4 * s;
+    const T* cb = cell + s;
+    const T* dhb = dh + s;
+    T* dcb = dc + s;
+    const T* cp = c_prev != nullptr ? c_prev + s : nullptr;
+    const T* dyb = dy != nullptr ? dy + s : nullptr;
+    for_lanes<T>(j0, j1, [&]<class V>(int j) RNN_DIST_LAMBDA_INLINE {
+      const V i = ld<V>(gi + j), f = ld<V>(gi + H + j), g = ld<V>(gi + 2 * H + j), o = ld<V>(gi + 3 * H + j);
+      const V tc = act_tanh(ld<V>(cb + j));
+      V dhj = ld<V>(dhb + j);
+      if (dyb != nullptr) dhj += ld<V>(dyb + j);
+      const V dct = ld<V>(dcb + j) + dhj * o * (T(1) - tc * tc);
+      st(gi + j, dct * g * i * (T(1) - i));
+      st(gi + H + j, cp != nullptr ? dct * ld<V>(cp + j) * f * (T(1) - f) : dct * T(0));
+      st(gi + 2 * H + j, dct * i * (T(1) - g * g));
+      st(gi + 3 * H + j, dhj * tc * o * (T(1) - o));
+      st(dcb + j, dct * f);
+    });
+  }
+}
+
+RNN_DIST_VECTOR_CLONES void cell_forward(int bt, int H, int j0, int j1, float* gates, const float* b_ih,
+                                         const float* b_hh, const float* c_prev, float* cell, float* h,
+                                         bool keep_gates) {
+  if (keep_gates)
+    cell_forward_impl<float, true>(bt, H, j0, j1, gates, b_ih, b_hh, c_prev, cell, h);
+  else
+    cell_forward_impl<float, false>(bt, H, j0, j1, gates, b_ih, b_hh, c_prev, cell, h);
+}
+void cell_forward(int bt, int H, int j0, int j1, double* gates, const double* b_ih, const double* b_hh,
+                  const double* c_prev, double* cell, double* h, bool keep_gates) {
+  if (keep_gates)
+    cell_forward_impl<double, true>(bt, H, j0, j1, gates, b_ih, b_hh, c_prev, cell, h);
+  else
+    cell_forward_impl<double, false>(bt, H, j0, j1, gates, b_ih, b_hh, c_prev, cell, h);
+}
+
+RNN_DIST_VECTOR_CLONES void cell_backward(int bt, int H, int j0, int j1, float* gates, const float* cell,
+                                          const float* c_prev, const float* dh, const float* dy, float* dc) {
+  cell_backward_impl<float>(bt, H, j0, j1, gates, cell, c_prev, dh, dy, dc);
+}
+void cell_backward(int bt, int H, int j0, int j1, double* gates, const double* cell, const double* c_prev,
+                   const double* dh, const double* dy, double* dc) {
+  cell_backward_impl<double>(bt, H, j0, j1, gates, cell, c_prev, dh, dy, dc);
+}
+
+// Adds the sums of columns [c0, c1) of m (rows x cols) to acc1 and acc2 (null = skip); both LSTM biases get
+// the same gradient.
+template <class T>
+void add_colsum(const T* __restrict m, int64_t rows, int cols, int c0, int c1, T* __restrict acc1,
+                T* __restrict acc2) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* __restrict row = m + r * cols;
+    for (int k = c0; k < c1; ++k) acc1[k] += row[k];
+    if (acc2 != nullptr)
+      for (int k = c0; k < c1; ++k) acc2[k] += row[k];
+  }
+}
+
+// Copies columns [c0, c1) of `rows` rows between two matrices with `cols` columns.
+template <class T>
+void copy_cols(const T* src, int64_t rows, int cols, int c0, int c1, T* dst) {
+  for (int64_t r = 0; r < rows; ++r) std::copy(src + r * cols + c0, src + r * cols + c1, dst + r * cols + c0);
+}
+
+// fn(member, members) on every member of the team, or fn(0, 1) on this thread without one.
+template <class Fn>
+void parallel(Team* team, Fn&& fn) {
+  if (team == nullptr || team->size() == 1) return fn(0, 1);
+  team->run([&](int m) { fn(m, team->size()); });
+}
+void sync(Team* team) {
+  if (team != nullptr && team->size() > 1) team->barrier();
+}
+
+template <class I>
+std::pair<int, int> int_share(I n, int parts, int m, int64_t align = 1) {
+  const auto [b, e] = share(static_cast<int64_t>(n), parts, m, align);
+  return {static_cast<int>(b), static_cast<int>(e)};
+}
+
+// Cross-entropy of float logits (targets already checked): exponentials in float lanes, log-sum-exp and
+// the loss in double.
+RNN_DIST_VECTOR_CLONES double cross_entropy_float(const float* logits, int64_t rows, int vocab,
+                                                  const int32_t* targets, float* dlogits, float grad_scale) {
+  double total = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int32_t target = targets[r];  // checked by the caller
+    const float* l = logits + r * vocab;
+    F8 vmax = splat<F8>(l[0]);
+    float max = l[0];
+    for_lanes<float>(0, vocab, [&]<class V>(int k) RNN_DIST_LAMBDA_INLINE {
+      const V v = load<V>(l + k);
+      if constexpr (std::is_same_v<V, F8>)
+        vmax = select(v > vmax, v, vmax);
+      else
+        max = v > max ? v : max;
+    });
+    for (int u = 0; u < kLanes; ++u) max = vmax[u] > max ? vmax[u] : max;
+    F8 vsum = splat<F8>(0);
+    double sum = 0;
+    for_lanes<float>(0, vocab, [&]<class V>(int k) RNN_DIST_LAMBDA_INLINE {
+      const V e = exp_approx(load<V>(l + k) - max);
+      if constexpr (std::is_same_v<V, F8>)
+        vsum += e;
+      else
+        sum += e;
+    });
+    for (int u = 0; u < kLanes; ++u) sum += vsum[u];
+    total += static_cast<double>(max) + std::log(sum) - static_cast<double>(l[target]);
+    if (dlogits != nullptr) {
+      // Reads l[k] before writing d[k], so d may be l; the target's entry is fixed up afterwards.
+      float* d = dlogits + r * vocab;
+      const float coef = static_cast<float>(static_cast<double>(grad_scale) / sum), lt = l[target];
+      for_lanes<float>(0, vocab, [&]<class V>(int k) RNN_DIST_LAMBDA_INLINE {
+        store<V>(d + k, exp_approx(load<V>(l + k) - max) * coef);
+      });
+      d[target] = exp_approx(lt - max) * coef - grad_scale;
+    }
+  }
+  return total;
+}
+
+}  // namespace
+
+// The team: a run is announced by bumping `generation`; each worker calls the function and bumps `done`.
+struct Team::State {
+  std::vector<std::thread> workers;
+  std::atomic<uint32_t> generation{0};
+  std::atomic<int> done{0}, arrived{0};
+  std::atomic<uint32_t> barrier_generation{0};
+  std::atomic<bool> stop{false};
+  void* fn = nullptr;
+  void (*call)(void*, int) = nullptr;
+  std::exception_ptr error;
+  std::mutex error_mutex;
+};
+
+namespace {
+
+void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// Spins on ready() (a barrier or the end of a run is a few microseconds away), then yields the core.
+template <class Ready>
+void spin_until(Ready&& ready) {
+  for (int i = 0; !ready(); ++i)
+    if (i < 20000)
+      cpu_relax();
+    else
+      std::this_thread::yield();
+}
+
+}  // namespace
+
+Team::Team(int size) : size_(std::clamp(size, 1, kMaxSize)), state_(std::make_unique<State>()) {
+  for (int m = 1; m < size_; ++m)
+    state_->workers.emplace_back([st = state_.get(), m] {
+      uint32_t seen = 0;
+      for (;;) {
+        // Spin for the next run for a while (steps follow each other closely), then sleep on a futex.
+        for (int i = 0; st->generation.load(std::memory_order_acquire) == seen; ++i)
+          if (i < 50000)
+            cpu_relax();
+          else
+            st->generation.wait(seen, std::memory_order_acquire);
+        seen = st->generation.load(std::memory_order_acquire);
+        if (st->stop.load(std::memory_order_acquire)) return;
+        try {
+          st->call(st->fn, m);
+        } catch (...) {
+          std::lock_guard<std::mutex> lock(st->error_mutex);
+          if (!st->error) st->error = std::current_exception();
+        }
+        st->done.fetch_add(1, std::memory_order_acq_rel);
+      }
+    });
+}
+
+Team::~Team() {
+  state_->stop.store(true, std::memory_order_release);
+  state_->generation.fetch_add(1, std::memory_order_acq_rel);
+  state_->generation.notify_all();
+  for (std::thread& w : state_->workers) w.join();
+}
+
+void Team::run_erased(void* fn, void (*call)(void*, int)) {
+  State& st = *state_;
+  if (size_ == 1) return call(fn, 0);
+  st.fn = fn;
+  st.call = call;
+  st.done.store(0, std::memory_order_relaxed);
+  st.generation.fetch_add(1, std::memory_order_acq_rel);
+  st.generation.notify_all();
+  std::exception_ptr mine;
+  try {
+    call(fn, 0);
+  } catch (...) {
+    mine = std::current_exception();
+  }
+  spin_until([&] { return st.done.load(std::memory_order_acquire) == size_ - 1; });
+  if (mine) std::rethrow_exception(mine);
+  if (st.error) std::rethrow_exception(std::exchange(st.error, nullptr));
+}
+
+void Team::barrier() {
+  State& st = *state_;
+  const uint32_t g = st.barrier_generation.load(std::memory_order_acquire);
+  if (st.arrived.fetch_add(1, std::memory_order_acq_rel) == size_ - 1) {
+    st.arrived.store(0, std::memory_order_relaxed);
+    st.barrier_generation.fetch_add(1, std::memory_order_acq_rel);
+  } else {
+    spin_until([&] { return st.barrier_generation.load(std::memory_order_acquire) != g; });
+  }
+}
+
+std::pair<int64_t, int64_t> share(int64_t n, int parts, int m, int64_t align) {
+  const int64_t units = (n + align - 1) / align;
+  const int64_t begin = units * m / parts * align, end = units * (m + 1) / parts * align;
+  return {std::min(begin, n), std::min(end, n)};
+}
+
+Packing Packing::from_lengths(std::span<const int> lengths) {
+  if (lengths.empty()) throw Error("a packed batch needs at least one sequence");
+  for (size_t b = 0; b < lengths.size(); ++b) {
+    if (lengths[b] < 1) throw Error(cat("sequence ", b, " of the batch has length ", lengths[b], " (must be >= 1)"));
+    if (b > 0 && lengths[b] > lengths[b - 1])
+      throw Error(cat("batch lengths must be sorted longest first, but sequence ", b, " has length ", lengths[b],
+                      " after ", lengths[b - 1]));
+  }
+  Packing p;
+  p.lengths.assign(lengths.begin(), lengths.end());
+  const int steps = lengths[0];
+  p.batch_sizes.resize(steps);
+  p.step_offset.resize(steps + 1);
+  int active = p.batch();
+  p.step_offset[0] = 0;
+  for (int t = 0; t < steps; ++t) {
+    while (lengths[active - 1] <= t) --active;  // lengths[0] > t, so this stops at active >= 1
+    p.batch_sizes[t] = active;
+    p.step_offset[t + 1] = p.step_offset[t] + active;
+  }
+  return p;
+}
+
+template <class T>
+void gemm(bool trans_a, bool trans_b, int m, int n, int k, std::type_identity_t<T> alpha, const T* a, int lda,
+          const T* b, int ldb, std::type_identity_t<T> beta, T* c, int ldc) {
+  if (m == 0 || n == 0) return;
+  const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans;
+  const CBLAS_TRANSPOSE tb = trans_b ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  else
+    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+size_t lstm_cache_elems(int64_t rows, int hidden) { return static_cast<size_t>(rows) * 6 * hidden; }
+
+template <class T>
+LstmLayerCache<T> lstm_cache_view(T* base, int64_t rows, int hidden) {
+  T* gates = base;
+  T* cell = gates + rows * 4 * hidden;
+  T* h_prev = cell + rows * hidden;
+  return {gates, cell, h_prev};
+}
+
+size_t lstm_backward_workspace_elems(int64_t /*rows*/, int batch, int hidden) {
+  // The carried dh and dc (B x H each); the gate gradients go over cache.gates.
+  return static_cast<size_t>(batch) * 2 * hidden;
+}
+
+namespace {
+
+// Rows of input projection the inference pass computes at once: big enough for an efficient GEMM, small
+// enough that the gate buffer does not grow with the batch's length.
+constexpr int64_t kInferenceChunkRows = 4096;
+
+int64_t inference_chunk_rows(int64_t rows, int batch) {
+  return std::min(rows, std::max<int64_t>(kInferenceChunkRows, batch));
+}
+
+// gates[:, units j0..j1 of each gate block] (beta = 1: added to) += a (m x k) times the matching rows of w
+// (4H x k, PyTorch's gate-major layout), as four GEMMs; the member owning these units needs no other's.
+template <class T>
+void gate_gemm(int m, int H, int j0, int j1, int k, const T* a, const T* w, T beta, T* gates) {
+  for (int q = 0; q < 4; ++q)
+    gemm<T>(false, true, m, j1 - j0, k, T(1), a, k, w + static_cast<int64_t>(q * H + j0) * k, k, beta,
+            gates + q * H + j0, 4 * H);
+}
+
+}  // namespace
+
+size_t lstm_inference_workspace_elems(int64_t rows, int batch, int hidden) {
+  return static_cast<size_t>(inference_chunk_rows(rows, batch)) * 4 * hidden + static_cast<size_t>(batch) * hidden;
+}
+
+// Each member owns hidden units [j0, j1) (in every gate block) for the whole pass: it computes their input
+// projection, their recurrent pre-activations and their cell update, so members meet only once a step,
+// when h_t is complete for the next step's recurrent product.
+template <class T>
+void lstm_layer_forward(const Packing& packing, const LstmLayerParams<T>& p, const T* x, Nullable<const T> h0,
+                        Nullable<const T> c0, T* y, Nullable<T> hn, Nullable<T> cn, LstmLayerCache<T> cache,
+                        Team* team) {
+  const int H = p.hidden, I = p.input, B = packing.batch();
+  const int rows = blas_dim(packing.rows());
+  parallel(team, [&](int m, int members) {
+    const auto [j0, j1] = int_share(H, members, m, kLanes);
+    // Input projection of every step at once; the biases are added in the cell update.
+    gate_gemm<T>(rows, H, j0, j1, I, x, p.w_ih, T(0), cache.gates);
+    for (int t = 0; t < packing.steps(); ++t) {
+      const int bt = packing.batch_sizes[t];
+      const int64_t off = packing.step_offset[t];
+      // h_{t-1} of the active sequences is a prefix of the previous step's rows (or h0); a zero h0
+      // contributes nothing. cache.h_prev keeps it row by row for the single dW_hh GEMM of backward.
+      const T* h_prev = t > 0 ? y + packing.step_offset[t - 1] * H : h0;
+      if (h_prev != nullptr) {
+        gate_gemm<T>(bt, H, j0, j1, H, h_prev, p.w_hh, T(1), cache.gates + off * 4 * H);
+        copy_cols(h_prev, bt, H, j0, j1, cache.h_prev + off * H);
+      } else {
+        for (int b = 0; b < bt; ++b) std::fill(cache.h_prev + (off + b) * H + j0, cache.h_prev + (off + b) * H + j1, T(0));
+      }
+      const T* c_prev = t > 0 ? cache.cell + packing.step_offset[t - 1] * H : c0;
+      cell_forward(bt, H, j0, j1, cache.gates + off * 4 * H, p.b_ih, p.b_hh, c_prev, cache.cell + off * H,
+                   y + off * H, true);
+      sync(team);
+    }
+    // Each sequence's final state sits at the row of its own last step.
+    for (int b = 0; b < B; ++b) {
+      const int64_t r = packing.row(packing.lengths[b] - 1, b);
+      if (hn != nullptr) std::copy(y + r * H + j0, y + r * H + j1, hn + static_cast<int64_t>(b) * H + j0);
+      if (cn != nullptr)
+        std::copy(cache.cell + r * H + j0, cache.cell + r * H + j1, cn + static_cast<int64_t>(b) * H + j0);
+    }
+  });
+}
+
+template <class T>
+void lstm_layer_inference(const Packing& packing, const LstmLayerParams<T>& p, const T* x, Nullable<const T> h0,
+                          Nullable<const T> c0, T* y, Nullable<T> hn, Nullable<T> cn, T* workspace, Team* team) {
+  const int H = p.hidden, G = 4 * H, I = p.input, B = packing.batch();
+  const int64_t chunk = inference_chunk_rows(packing.rows(), B);
+  T* gates = workspace;         // chunk x 4H: pre-activations of the steps in the current chunk
+  T* cell = gates + chunk * G;  // B x H: each sequence's c, updated in place; a finished one keeps its last
+  parallel(team, [&](int m, int members) {
+    const auto [j0, j1] = int_share(H, members, m, kLanes);
+    for (int b = 0; b < B; ++b) {
+      T* c = cell + static_cast<int64_t>(b) * H;
+      if (c0 != nullptr)
+        std::copy(c0 + static_cast<int64_t>(b) * H + j0, c0 + static_cast<int64_t>(b) * H + j1, c + j0);
+      else
+        std::fill(c + j0, c + j1, T(0));
+    }
+    for (int t0 = 0; t0 < packing.steps();) {
+      // Steps [t0, t1): as many as fit in the chunk (always at least one, since chunk >= B).
+      int t1 = t0 + 1;
+      while (t1 < packing.steps() && packing.step_offset[t1 + 1] - packing.step_offset[t0] <= chunk) ++t1;
+      const int64_t base = packing.step_offset[t0];
+      gate_gemm<T>(blas_dim(packing.step_offset[t1] - base), H, j0, j1, I, x + base * I, p.w_ih, T(0), gates);
+      for (int t = t0; t < t1; ++t) {
+        const int bt = packing.batch_sizes[t];
+        const int64_t off = packing.step_offset[t];
+        T* g = gates + (off - base) * G;
+        const T* h_prev = t > 0 ? y + packing.step_offset[t - 1] * H : h0;
+        if (h_prev != nullptr) gate_gemm<T>(bt, H, j0, j1, H, h_prev, p.w_hh, T(1), g);
+        cell_forward(bt, H, j0, j1, g, p.b_ih, p.b_hh, nullptr, cell, y + off * H, false);
+        sync(team);
+      }
+      t0 = t1;
+    }
+    for (int b = 0; b < B; ++b) {
+      const int64_t r = packing.row(packing.lengths[b] - 1, b), s = static_cast<int64_t>(b) * H;
+      if (hn != nullptr) std::copy(y + r * H + j0, y + r * H + j1, hn + s + j0);
+      if (cn != nullptr) std::copy(cell + s + j0, cell + s + j1, cn + s + j0);
+    }
+  });
+}
+
+// Members own hidden units as in the forward pass: a step's gate gradients for those units, then (after the
+// one barrier that completes dG_t) the same units' columns of dh_{t-1} = dG_t W_hh, which only their owner
+// reads next. The weight gradients are split by output rows, dx by input rows.
+template <class T>
+void lstm_layer_backward(const Packing& packing, const LstmLayerParams<T>& p, const T* x, Nullable<const T> /*h0*/,
+                         Nullable<const T> c0, LstmLayerCache<T> cache, Nullable<const T> dy, Nullable<const T> dhn,
+                         Nullable<const T> dcn, Nullable<T> dx, Nullable<T> dh0, Nullable<T> dc0,
+                         LstmLayerGrads<T> grads, T* workspace, Team* team) {
+  const int H = p.hidden, G = 4 * H, I = p.input, B = packing.batch();
+  const int rows = blas_dim(packing.rows());
+  const size_t state = static_cast<size_t>(B) * H;
+  T* dgates = cache.gates;  // rows x 4H: each step's activated gates become the pre-activation gradients
+  T* dh = workspace;
+  T* dc = dh + state;
+  parallel(team, [&](int m, int members) {
+    const auto [j0, j1] = int_share(H, members, m, kLanes);
+    // A sequence not yet reached (going backward) keeps dhn/dcn in dh/dc until its last step comes up.
+    for (int b = 0; b < B; ++b) {
+      const int64_t s = static_cast<int64_t>(b) * H;
+      if (dhn != nullptr)
+        std::copy(dhn + s + j0, dhn + s + j1, dh + s + j0);
+      else
+        std::fill(dh + s + j0, dh + s + j1, T(0));
+      if (dcn != nullptr)
+        std::copy(dcn + s + j0, dcn + s + j1, dc + s + j0);
+      else
+        std::fill(dc + s + j0, dc + s + j1, T(0));
+    }
+    for (int t = packing.steps() - 1; t >= 0; --t) {
+      const int bt = packing.batch_sizes[t];
+      const int64_t off = packing.step_offset[t];
+      const T* c_prev = t > 0 ? cache.cell + packing.step_offset[t - 1] * H : c0;
+      T* dg_t = dgates + off * G;
+      cell_backward(bt, H, j0, j1, dg_t, cache.cell + off * H, c_prev, dh, dy != nullptr ? dy + off * H : nullptr, dc);
+      sync(team);
+      // dh_{t-1} of the active sequences; at t = 0 it is dh0, skipped when not wanted.
+      if (t > 0 || dh0 != nullptr)
+        gemm<T>(false, false, bt, j1 - j0, G, T(1), dg_t, G, p.w_hh + j0, H, T(0), dh + j0, H);
+    }
+    for (int b = 0; b < B; ++b) {
+      const int64_t s = static_cast<int64_t>(b) * H;
+      if (dh0 != nullptr) std::copy(dh + s + j0, dh + s + j1, dh0 + s + j0);
+      if (dc0 != nullptr) std::copy(dc + s + j0, dc + s + j1, dc0 + s + j0);
+    }
+    // The loop's last barrier completed dG: weight gradients by output rows, dx by input rows.
+    const auto [g0, g1] = int_share(G, members, m);
+    gemm<T>(true, false, g1 - g0, I, rows, T(1), dgates + g0, G, x, I, T(1), grads.w_ih + int64_t{g0} * I, I);
+    gemm<T>(true, false, g1 - g0, H, rows, T(1), dgates + g0, G, cache.h_prev, H, T(1), grads.w_hh + int64_t{g0} * H,
+            H);
+    add_colsum<T>(dgates, rows, G, g0, g1, grads.b_ih, grads.b_hh);
+    if (dx != nullptr) {
+      const auto [r0, r1] = int_share(rows, members, m);
+      gemm<T>(false, false, r1 - r0, I, G, T(1), dgates + int64_t{r0} * G, G, p.w_ih, I, T(0), dx + int64_t{r0} * I,
+              I);
+    }
+  });
+}
+
+template <class T>
+void embedding_forward(const int32_t* ids, int64_t rows, const T* table, int dim, T* out, Team* team) {
+  parallel(team, [&](int m, int members) {
+    const auto [r0, r1] = share(rows, members, m);
+    for (int64_t r = r0; r < r1; ++r) std::copy_n(table + static_cast<int64_t>(ids[r]) * dim, dim, out + r * dim);
+  });
+}
+
+template <class T>
+void embedding_backward(const int32_t* ids, int64_t rows, const T* dout, int dim, T* dtable, Team* team) {
+  // Split by columns: repeated ids would make rows collide.
+  parallel(team, [&](int m, int members) {
+    const auto [k0, k1] = int_share(dim, members, m);
+    for (int64_t r = 0; r < rows; ++r) {
+      T* dst = dtable + static_cast<int64_t>(ids[r]) * dim;
+      const T* src = dout + r * dim;
+      for (int k = k0; k < k1; ++k) dst[k] += src[k];
+    }
+  });
+}
+
+template <class T>
+void linear_forward(const T* x, int64_t rows, int in, const T* w, const T* b, int out, T* y, Team* team) {
+  blas_dim(rows);
+  parallel(team, [&](int m, int members) {
+    const auto [r0, r1] = int_share(rows, members, m);
+    gemm<T>(false, true, r1 - r0, out, in, T(1), x + int64_t{r0} * in, in, w, in, T(0), y + int64_t{r0} * out, out);
+    for (int64_t r = r0; r < r1; ++r)
+      for (int k = 0; k < out; ++k) y[r * out + k] += b[k];
+  });
+}
+
+template <class T>
+void linear_backward(const T* x, int64_t rows, int in, const T* w, int out, const T* dy, Nullable<T> dx, T* dw,
+                     T* db, Team* team) {
+  const int n = blas_dim(rows);
+  parallel(team, [&](int m, int members) {
+    if (dx != nullptr) {
+      const auto [r0, r1] = int_share(n, members, m);
+      gemm<T>(false, false, r1 - r0, in, out, T(1), dy + int64_t{r0} * out, out, w, in, T(0), dx + int64_t{r0} * in,
+              in);
+    }
+    const auto [o0, o1] = int_share(out, members, m);
+    gemm<T>(true, false, o1 - o0, in, n, T(1), dy + o0, out, x, in, T(1), dw + int64_t{o0} * in, in);
+    add_colsum<T>(dy, rows, out, o0, o1, db, nullptr);
+  });
+}
+
+template <class T>
+double cross_entropy(const T* logits, int64_t rows, int vocab, const int32_t* targets, Nullable<T> dlogits,
+                     std::type_identity_t<T> grad_scale, Team* team) {
+  for (int64_t r = 0; r < rows; ++r)
+    if (targets[r] < 0 || targets[r] >= vocab)
+      throw Error(cat("cross_entropy: target ", targets[r], " of row ", r, " is outside the vocabulary of ", vocab));
+  // Per-member partial sums, added in member order so that the result does not depend on timing.
+  double part[Team::kMaxSize] = {};
+  parallel(team, [&](int m, int members) {
+    const auto [r0, r1] = share(rows, members, m);
+    if constexpr (std::is_same_v<T, float>) {
+      part[m] = cross_entropy_float(logits + r0 * vocab, r1 - r0, vocab, targets + r0,
+                                    dlogits != nullptr ? dlogits + r0 * vocab : nullptr, grad_scale);
+    } else {
+      for (int64_t r = r0; r < r1; ++r) {
+        const int32_t target = targets[r];
+        const T* l = logits + r * vocab;
+        // log(sum exp) with the row max subtracted so that no exp overflows; summed in double.
+        const double max = *std::max_element(l, l + vocab);
+        double sum = 0;
+        for (int k = 0; k < vocab; ++k) sum += std::exp(static_cast<double>(l[k]) - max);
+        const double lse = max + std::log(sum);
+        part[m] += lse - static_cast<double>(l[target]);
+        if (dlogits != nullptr) {
+          // Reads l[k] before writing d[k], so d may be l.
+          T* d = dlogits + r * vocab;
+          for (int k = 0; k < vocab; ++k) {
+            const double softmax = std::exp(static_cast<double>(l[k]) - lse);
+            d[k] = static_cast<T>((softmax - (k == target ? 1.0 : 0.0)) * static_cast<double>(grad_scale));
+          }
+        }
+      }
+    }
+  });
+  double total = 0;
+  for (double v : part) total += v;
+  return total;
+}
+
+template <class T>
+void apply_mask(const T* x, const T* mask, int64_t n, T* y) {
+  for (int64_t e = 0; e < n; ++e) y[e] = x[e] * mask[e];
+}
+
+#define RNN_DIST_INSTANTIATE(T)                                                                                  \
+  template void gemm<T>(bool, bool, int, int, int, T, const T*, int, const T*, int, T, T*, int);                 \
+  template LstmLayerCache<T> lstm_cache_view<T>(T*, int64_t, int);                                               \
+  template void lstm_layer_forward<T>(const Packing&, const LstmLayerParams<T>&, const T*, const T*, const T*, T*, \
+                                      T*, T*, LstmLayerCache<T>, Team*);                                         \
+  template void lstm_layer_inference<T>(const Packing&, const LstmLayerParams<T>&, const T*, const T*, const T*,   \
+                                        T*, T*, T*, T*, Team*);                                                   \
+  template void lstm_layer_backward<T>(const Packing&, const LstmLayerParams<T>&, const T*, const T*, const T*,    \
+                                       LstmLayerCache<T>, const T*, const T*, const T*, T*, T*, T*,              \
+                                       LstmLayerGrads<T>, T*, Team*);                                            \
+  template void embedding_forward<T>(const int32_t*, int64_t, const T*, int, T*, Team*);                         \
+  template void embedding_backward<T>(const int32_t*, int64_t, const T*, int, T*, Team*);                        \
+  template void linear_forward<T>(const T*, int64_t, int, const T*, const T*, int, T*, Team*);                   \
+  template void linear_backward<T>(const T*, int64_t, int, const T*, int, const T*, T*, T*, T*, Team*);          \
+  template double cross_entropy<T>(const T*, int64_t, int, const int32_t*, T*, T, Team*);                        \
+  template void apply_mask<T>(const T*, const T*, int64_t, T*);
+
+RNN_DIST_INSTANTIATE(float)
+RNN_DIST_INSTANTIATE(double)
+
+#undef RNN_DIST_INSTANTIATE
+
+}  // namespace rnn_dist::cpu

@@ -1,0 +1,177 @@
+// SequenceFile validation and hyperslab reads; SequenceWriter: token spool, counting sort by length, HDF5 write.
+#include "rnn_dist/data/dataset.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "rnn_dist/data/writeback.h"
+#include "rnn_dist/util/atomic_file.h"
+#include "rnn_dist/util/error.h"
+
+namespace rnn_dist {
+
+const std::vector<std::string>& reserved_tokens() {
+  static const std::vector<std::string> r = {"<pad>", "<s>", "</s>", "<unk>"};
+  return r;
+}
+
+namespace {
+
+[[noreturn]] void invalid(const std::string& path, const std::string& what) {
+  throw InputError(cat(path, ": ", what));
+}
+
+void expect_1d(const h5::File& f, const std::string& name, h5::Dtype type, const char* type_name) {
+  if (!f.exists(name)) invalid(f.path(), cat("missing dataset ", name));
+  if (f.dtype(name) != type) invalid(f.path(), cat("dataset ", name, " must be ", type_name));
+  if (f.shape(name).size() != 1) invalid(f.path(), cat("dataset ", name, " must be one-dimensional"));
+}
+
+}  // namespace
+
+SequenceFile SequenceFile::open(const std::string& path) {
+  SequenceFile s(h5::File::open_read(path));
+  const h5::File& f = s.file_;
+  if (!f.has_attr("/", "format") || f.read_attr_string("/", "format") != kFormatName)
+    invalid(path, cat("not an rnn_dist sequence file (root attribute 'format' is not \"", kFormatName, "\")"));
+  int64_t version = f.read_attr_int("/", "version");
+  if (version > kFormatVersion)
+    invalid(path, cat("format version ", version, " is newer than this build reads (", kFormatVersion,
+                      "); upgrade rnn_dist"));
+  if (version != kFormatVersion) invalid(path, cat("unsupported format version ", version));
+  s.tokenizer_ = f.read_attr_string("/", "tokenizer");
+  if (s.tokenizer_ != "char" && s.tokenizer_ != "byte" && s.tokenizer_ != "word")
+    invalid(path, cat("unknown tokenizer '", s.tokenizer_, "'"));
+  int64_t vocab_size = f.read_attr_int("/", "vocab_size");
+  if (vocab_size < kNumReserved) invalid(path, cat("vocab_size ", vocab_size, " is below ", kNumReserved));
+  const char* reserved[] = {"pad_id", "bos_id", "eos_id", "unk_id"};
+  for (int32_t id = 0; id < kNumReserved; ++id)
+    if (f.read_attr_int("/", reserved[id]) != id)
+      invalid(path, cat("attribute ", reserved[id], " must be ", id));
+
+  expect_1d(f, "/tokens", h5::Dtype::i32, "int32");
+  expect_1d(f, "/offsets", h5::Dtype::i64, "int64");
+  expect_1d(f, "/source_index", h5::Dtype::i64, "int64");
+  if (!f.exists("/vocab") || f.dtype("/vocab") != h5::Dtype::str) invalid(path, "missing string dataset /vocab");
+  uint64_t num_tokens = f.shape("/tokens")[0];
+  uint64_t num_offsets = f.shape("/offsets")[0];
+  if (num_offsets < 1) invalid(path, "/offsets must have at least one entry");
+  uint64_t n = num_offsets - 1;
+  if (f.shape("/source_index")[0] != n)
+    invalid(path, cat("/source_index has ", f.shape("/source_index")[0], " entries, expected ", n));
+  s.vocab_ = f.read_strings("/vocab");
+  if (static_cast<int64_t>(s.vocab_.size()) != vocab_size)
+    invalid(path, cat("/vocab has ", s.vocab_.size(), " entries but vocab_size is ", vocab_size));
+  if (f.exists("/labels")) {
+    expect_1d(f, "/labels", h5::Dtype::i32, "int32");
+    if (f.shape("/labels")[0] != n) invalid(path, cat("/labels has ", f.shape("/labels")[0], " entries, expected ", n));
+    s.has_labels_ = true;
+  }
+
+  s.offsets_ = f.read<int64_t>("/offsets");
+  const auto& o = s.offsets_;
+  if (o[0] != 0) invalid(path, "/offsets[0] must be 0");
+  for (uint64_t i = 0; i < n; ++i) {
+    if (o[i + 1] <= o[i]) invalid(path, cat("sequence ", i, " is empty or /offsets is not increasing at entry ", i + 1));
+    const int64_t len = o[i + 1] - o[i];  // no overflow: 0 <= o[i] < o[i + 1]
+    if (static_cast<uint64_t>(o[i + 1]) > num_tokens)
+      invalid(path, cat("/offsets[", i + 1, "] = ", o[i + 1], " is past the end of /tokens (", num_tokens, ")"));
+    if (i > 0 && len > o[i] - o[i - 1])
+      invalid(path, cat("sequences are not sorted longest first: sequence ", i, " (length ", len,
+                        ") is longer than sequence ", i - 1, " (length ", o[i] - o[i - 1], ")"));
+  }
+  if (static_cast<uint64_t>(o[n]) != num_tokens)
+    invalid(path, cat("/offsets ends at ", o[n], " but /tokens has ", num_tokens, " entries"));
+  return s;
+}
+
+void SequenceFile::read_tokens(int64_t begin, int64_t end, std::vector<int32_t>& out) const {
+  if (begin < 0 || end > num_sequences() || begin > end)
+    throw Error(cat(path(), ": sequence range [", begin, ", ", end, ") out of bounds"));
+  read_token_range(offsets_[begin], offsets_[end], out);
+}
+
+void SequenceFile::read_token_range(int64_t first, int64_t last, std::vector<int32_t>& out) const {
+  if (first < 0 || last > num_tokens() || first > last)
+    throw Error(cat(path(), ": token range [", first, ", ", last, ") out of bounds"));
+  out.resize(last - first);
+  file_.read_range<int32_t>("/tokens", first, out.size(), out.data());
+  const int32_t v = static_cast<int32_t>(vocab_.size());
+  // <pad> (0) is never stored: a 0 means a damaged file (HDF5 reads zeros past the end of a truncated one).
+  for (size_t k = 0; k < out.size(); ++k) {
+    if (out[k] <= kPadId || out[k] >= v) {
+      int64_t pos = first + static_cast<int64_t>(k);
+      int64_t seq = std::upper_bound(offsets_.begin(), offsets_.end(), pos) - offsets_.begin() - 1;
+      throw InputError(cat(path(), ": sequence ", seq, " has token id ", out[k],
+                           out[k] == kPadId ? " (<pad>, never stored: is the file truncated or damaged?)"
+                                            : cat(" outside the vocabulary (size ", v, ")")));
+    }
+  }
+}
+
+std::vector<int64_t> SequenceFile::read_source_index(int64_t begin, int64_t end) const {
+  std::vector<int64_t> out(end - begin);
+  file_.read_range<int64_t>("/source_index", begin, out.size(), out.data());
+  return out;
+}
+
+SequenceWriter::SequenceWriter(std::string path, std::string tokenizer, int deflate_level)
+    : path_(std::move(path)),
+      tokenizer_(std::move(tokenizer)),
+      deflate_level_(deflate_level),
+      spool_(cat(path_, ".spool.", ::getpid())) {}
+
+void SequenceWriter::add(std::span<const int32_t> sequence) {
+  if (sequence.empty()) throw Error("SequenceWriter::add: empty sequence");
+  spool_.add(sequence);
+  lengths_.push_back(static_cast<int64_t>(sequence.size()));
+  num_tokens_ += static_cast<int64_t>(sequence.size());
+}
+
+void SequenceWriter::finish(const std::vector<std::string>& vocab) {
+  if (finished_) throw Error("SequenceWriter::finish called twice");
+  const int64_t n = num_sequences();
+  // A counting sort by length, longest first, equal lengths in input order: the order the spool reads
+  // the tokens back in. next[length] is the output position of the next sequence of that length.
+  std::vector<int64_t> offsets(n + 1, 0);
+  std::unordered_map<int64_t, int64_t> next;
+  int64_t pos = 0;
+  for (const auto& [length, count] : spool_.length_counts()) {
+    next[length] = pos;
+    for (int64_t k = pos; k < pos + count; ++k) offsets[k + 1] = offsets[k] + length;
+    pos += count;
+  }
+  std::vector<int64_t> order(n);
+  for (int64_t i = 0; i < n; ++i) order[next[lengths_[i]]++] = i;
+
+  AtomicFile out(path_);
+  {
+    h5::File f = h5::File::create(out.temp_path());
+    f.write_attr("/", "format", std::string(kFormatName));
+    f.write_attr("/", "version", kFormatVersion);
+    f.write_attr("/", "tokenizer", tokenizer_);
+    f.write_attr("/", "vocab_size", static_cast<int64_t>(vocab.size()));
+    f.write_attr("/", "pad_id", int64_t{kPadId});
+    f.write_attr("/", "bos_id", int64_t{kBosId});
+    f.write_attr("/", "eos_id", int64_t{kEosId});
+    f.write_attr("/", "unk_id", int64_t{kUnkId});
+    f.create_extendible<int32_t>("/tokens", 1 << 16, deflate_level_);
+    StreamingWriteback writeback(out.temp_path());
+    spool_.read_sorted([&](std::span<const int32_t> ids) {
+      f.append<int32_t>("/tokens", ids.data(), ids.size());
+      writeback.step();
+    });
+    f.write("/offsets", offsets);
+    f.write("/source_index", order);
+    f.write_strings("/vocab", vocab);
+    f.flush();
+  }
+  out.commit();
+  finished_ = true;
+  // The spool has served its purpose: free its disk space now rather than when the writer dies.
+  spool_.remove();
+}
+
+}  // namespace rnn_dist

@@ -1,0 +1,207 @@
+// MPI and one-process implementations of Communicator, the topology, and the flat/hierarchical
+// all-reduce (see communicator.h). All MPI calls of rnn_dist live in this file.
+#include "rnn_dist/dist/communicator.h"
+
+#define OMPI_SKIP_MPICXX 1  // the C API only: the deprecated C++ bindings are not linked
+#include <mpi.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "rnn_dist/nn/backend.h"
+#include "rnn_dist/util/error.h"
+
+namespace rnn_dist {
+namespace {
+
+std::string hostname() {
+  char buf[256] = {0};
+  gethostname(buf, sizeof(buf) - 1);
+  return buf;
+}
+
+#define MPI_CHECK(expr)                                                                                   \
+  do {                                                                                                    \
+    int rc_ = (expr);                                                                                     \
+    if (rc_ != MPI_SUCCESS) {                                                                             \
+      char msg_[MPI_MAX_ERROR_STRING];                                                                    \
+      int len_ = 0;                                                                                       \
+      MPI_Error_string(rc_, msg_, &len_);                                                                 \
+      int rank_ = -1;                                                                                     \
+      MPI_Comm_rank(MPI_COMM_WORLD, &rank_);                                                              \
+      throw Error(cat(#expr, " failed: ", std::string(msg_, len_), " (", __FILE__, ":", __LINE__, ", rank ", \
+                      rank_, ", host ", hostname(), ")"));                                                \
+    }                                                                                                     \
+  } while (0)
+
+class SingleProcess final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  void allreduce_sum(float*, int64_t) override {}
+  void allreduce_sum(double*, int64_t) override {}
+  void allreduce_max(int64_t*, int64_t) override {}
+  void reduce_scatter_sum(float*, int64_t) override {}
+  void allgather(float*, int64_t) override {}
+  void broadcast(void*, size_t, int) override {}
+  void barrier() override {}
+  std::vector<std::string> allgather_strings(const std::string& mine) override { return {mine}; }
+};
+
+// MPI counts are int: large buffers go in pieces.
+constexpr int64_t kMaxCount = int64_t{1} << 30;
+
+class MpiCommunicator final : public Communicator {
+ public:
+  explicit MpiCommunicator(MPI_Comm comm) : comm_(comm) {
+    MPI_CHECK(MPI_Comm_rank(comm_, &rank_));
+    MPI_CHECK(MPI_Comm_size(comm_, &size_));
+  }
+  ~MpiCommunicator() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized && comm_ != MPI_COMM_WORLD) MPI_Comm_free(&comm_);
+  }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  void allreduce_sum(float* data, int64_t n) override { allreduce(data, n, MPI_FLOAT, MPI_SUM); }
+  void allreduce_sum(double* data, int64_t n) override { allreduce(data, n, MPI_DOUBLE, MPI_SUM); }
+  void allreduce_max(int64_t* data, int64_t n) override { allreduce(data, n, MPI_INT64_T, MPI_MAX); }
+  void reduce_scatter_sum(float* data, int64_t chunk) override {
+    if (size_ == 1) return;
+    if (chunk > kMaxCount) throw Error("reduce_scatter_sum: chunk too large");
+    MPI_CHECK(MPI_Reduce_scatter_block(MPI_IN_PLACE, data, static_cast<int>(chunk), MPI_FLOAT, MPI_SUM, comm_));
+    // MPI_IN_PLACE leaves the result at the start of the buffer; move it to this rank's slice.
+    if (rank_ != 0) std::memmove(data + rank_ * chunk, data, static_cast<size_t>(chunk) * sizeof(float));
+  }
+  void allgather(float* data, int64_t chunk) override {
+    if (size_ == 1) return;
+    if (chunk > kMaxCount) throw Error("allgather: chunk too large");
+    MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, static_cast<int>(chunk), MPI_FLOAT, comm_));
+  }
+  void broadcast(void* data, size_t bytes, int root) override {
+    auto* p = static_cast<char*>(data);
+    for (size_t done = 0; done < bytes;) {
+      int n = static_cast<int>(std::min<size_t>(bytes - done, kMaxCount));
+      MPI_CHECK(MPI_Bcast(p + done, n, MPI_BYTE, root, comm_));
+      done += n;
+    }
+  }
+  void barrier() override { MPI_CHECK(MPI_Barrier(comm_)); }
+  std::vector<std::string> allgather_strings(const std::string& mine) override {
+    int len = static_cast<int>(mine.size());
+    std::vector<int> lens(size_), displs(size_, 0);
+    MPI_CHECK(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, comm_));
+    for (int r = 1; r < size_; ++r) displs[r] = displs[r - 1] + lens[r - 1];
+    std::string all(displs.back() + lens.back(), '\0');
+    MPI_CHECK(MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, comm_));
+    std::vector<std::string> out(size_);
+    for (int r = 0; r < size_; ++r) out[r] = all.substr(displs[r], lens[r]);
+    return out;
+  }
+
+ private:
+  template <class T>
+  void allreduce(T* data, int64_t n, MPI_Datatype type, MPI_Op op) {
+    if (size_ == 1) return;
+    for (int64_t done = 0; done < n;) {
+      int c = static_cast<int>(std::min(n - done, kMaxCount));
+      MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data + done, c, type, op, comm_));
+      done += c;
+    }
+  }
+  MPI_Comm comm_;
+  int rank_ = 0, size_ = 1;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_single_process_communicator() { return std::make_unique<SingleProcess>(); }
+
+MpiEnvironment::MpiEnvironment(int* argc, char*** argv) {
+  int provided = 0;
+  MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
+  // Errors come back as return codes so MPI_CHECK can report them with context.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+}
+
+MpiEnvironment::~MpiEnvironment() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+void MpiEnvironment::abort(int exit_code) {
+  MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::_Exit(exit_code);
+}
+
+Topology make_mpi_topology(int ranks_per_node) {
+  Topology t;
+  t.host = hostname();
+  t.world = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD);
+  const int rank = t.world->rank();
+  MPI_Comm node = MPI_COMM_NULL, cross = MPI_COMM_NULL;
+  if (ranks_per_node > 0) {
+    MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, rank / ranks_per_node, rank, &node));
+  } else {
+    MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node));
+  }
+  int local = 0;
+  MPI_CHECK(MPI_Comm_rank(node, &local));
+  MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, local, rank, &cross));
+  t.node = std::make_unique<MpiCommunicator>(node);
+  t.cross = std::make_unique<MpiCommunicator>(cross);
+  // Node index = rank among the node leaders (ranks with local rank 0), shared within the node.
+  int64_t idx = local == 0 ? t.cross->rank() : 0;
+  int64_t count = t.cross->size();
+  t.node->allreduce_max(&idx, 1);
+  t.node_index = static_cast<int>(idx);
+  // Every local rank's cross communicator spans all nodes only when nodes are equally sized.
+  int64_t nodes = local == 0 ? count : 0;
+  t.world->allreduce_max(&nodes, 1);
+  t.num_nodes = static_cast<int>(nodes);
+  return t;
+}
+
+std::string mpi_library_version() {
+  char buf[MPI_MAX_LIBRARY_VERSION_STRING] = {0};
+  int len = 0;
+  MPI_Get_library_version(buf, &len);
+  std::string v(buf, static_cast<size_t>(len));
+  v = v.substr(0, v.find_first_of(",\n"));
+  std::replace(v.begin(), v.end(), '\t', ' ');
+  return v;
+}
+
+Topology make_single_process_topology() {
+  Topology t;
+  t.host = hostname();
+  t.world = make_single_process_communicator();
+  t.node = make_single_process_communicator();
+  t.cross = make_single_process_communicator();
+  return t;
+}
+
+void allreduce_sum(Topology& topo, AllreduceAlgo algo, float* data, int64_t n, Tensor& scratch) {
+  if (topo.world_size() == 1) return;
+  if (algo == AllreduceAlgo::flat) {
+    topo.world->allreduce_sum(data, n);
+    return;
+  }
+  // Counts are padded to a multiple of the local size so every rank owns an equal slice.
+  const int local = topo.local_size();
+  const int64_t chunk = (n + local - 1) / local;
+  Backend& backend = scratch.backend();
+  scratch.resize(chunk * local);
+  backend.copy(scratch.data(), data, static_cast<size_t>(n) * sizeof(float));
+  backend.zero(scratch.data() + n, chunk * local - n);
+  topo.node->reduce_scatter_sum(scratch.data(), chunk);
+  topo.cross->allreduce_sum(scratch.data() + topo.local_rank() * chunk, chunk);
+  topo.node->allgather(scratch.data(), chunk);
+  backend.copy(data, scratch.data(), static_cast<size_t>(n) * sizeof(float));
+}
+
+}  // namespace rnn_dist

@@ -1,0 +1,29 @@
+// make_backend: picks the implementation of the requested device kind; the names of the math modes.
+#include "rnn_dist/nn/backend.h"
+
+#include "rnn_dist/util/error.h"
+
+namespace rnn_dist {
+
+std::unique_ptr<Backend> make_backend(DeviceType type, int local_rank, int threads, MathMode math) {
+  if (type == DeviceType::cuda) return make_cuda_backend(local_rank, math);
+  if (math != MathMode::fp32)
+    throw Error(cat("the CPU backend computes in fp32 only (", math_mode_name(math), " is a GPU math mode)"));
+  return make_cpu_backend(threads);
+}
+
+MathMode math_mode_from(const std::string& precision) {
+  for (MathMode m : {MathMode::fp32, MathMode::tf32, MathMode::bf16})
+    if (precision == math_mode_name(m)) return m;
+  throw InputError(cat("--precision: unknown precision '", precision, "' (fp32, tf32 or bf16)"));
+}
+
+const char* math_mode_name(MathMode math) {
+  switch (math) {
+    case MathMode::tf32: return "tf32";
+    case MathMode::bf16: return "bf16";
+    default: return "fp32";
+  }
+}
+
+}  // namespace rnn_dist

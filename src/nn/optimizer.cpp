@@ -1,0 +1,83 @@
+// Optimizer, clipping and learning-rate schedules (see optimizer.h).
+#include "rnn_dist/nn/optimizer.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "rnn_dist/util/error.h"
+
+namespace rnn_dist {
+
+AdamScalars adam_scalars(float lr, float beta1, float beta2, int64_t step) {
+  const double bc1 = 1.0 - std::pow(double{beta1}, double(step));
+  const double bc2 = 1.0 - std::pow(double{beta2}, double(step));
+  return {static_cast<float>(lr / bc1), static_cast<float>(1.0 / std::sqrt(bc2))};
+}
+
+Optimizer::Optimizer(Backend& backend, const OptimizerConfig& config, int64_t n)
+    : backend_(backend), config_(config), n_(n) {
+  if (config.kind != "sgd" && config.kind != "adam" && config.kind != "adamw")
+    throw InputError(cat("--optimizer: unknown optimizer '", config.kind, "' (sgd, adam or adamw)"));
+  a_ = Tensor(backend, {n});
+  backend.zero(a_.data(), n);
+  if (config.kind != "sgd") {
+    b_ = Tensor(backend, {n});
+    backend.zero(b_.data(), n);
+  }
+}
+
+void Optimizer::step(float* params, const float* grads, float lr) {
+  ++steps_;
+  const auto& c = config_;
+  if (c.kind == "sgd")
+    backend_.sgd_update(params, grads, a_.data(), n_, lr, c.momentum, c.weight_decay);
+  else
+    backend_.adam_update(params, grads, a_.data(), b_.data(), n_, lr, c.beta1, c.beta2, c.eps, c.weight_decay,
+                         c.kind == "adamw", steps_);
+}
+
+std::vector<std::pair<std::string, Tensor*>> Optimizer::state() {
+  if (config_.kind == "sgd") return {{"momentum_buffer", &a_}};
+  return {{"exp_avg", &a_}, {"exp_avg_sq", &b_}};
+}
+
+float clip_factor(double norm, float max_norm) {
+  if (max_norm <= 0) return 1.0f;
+  double f = max_norm / (norm + 1e-6);
+  return f < 1.0 ? static_cast<float>(f) : 1.0f;
+}
+
+LrSchedule::LrSchedule(const ScheduleConfig& config, float base_lr, int64_t total_steps)
+    : config_(config), base_lr_(base_lr), total_steps_(std::max<int64_t>(total_steps, 1)) {
+  const auto& k = config.kind;
+  if (k != "constant" && k != "step" && k != "plateau" && k != "cosine")
+    throw InputError(cat("--lr-schedule: unknown schedule '", k, "' (constant, step, plateau or cosine)"));
+  if (config.decay <= 0 || config.decay > 1) throw InputError(cat("--lr-decay must be in (0, 1] (got ", config.decay, ")"));
+  if (config.warmup_steps < 0) throw InputError("--warmup-steps must not be negative");
+}
+
+float LrSchedule::lr(int64_t step, int64_t epoch) const {
+  double lr = base_lr_;
+  const auto& k = config_.kind;
+  if (k == "step") {
+    lr *= std::pow(double{config_.decay}, double(std::max<int64_t>(0, epoch - config_.decay_start + 1)));
+  } else if (k == "plateau") {
+    lr *= plateau_factor;
+  } else if (k == "cosine") {
+    const int64_t w = config_.warmup_steps;
+    const double progress = std::clamp(double(step - w) / double(std::max<int64_t>(total_steps_ - w, 1)), 0.0, 1.0);
+    lr *= 0.5 * (1.0 + std::cos(M_PI * progress));
+  }
+  if (config_.warmup_steps > 0 && step < config_.warmup_steps) lr *= double(step + 1) / double(config_.warmup_steps);
+  return static_cast<float>(lr);
+}
+
+void LrSchedule::on_validation(double loss) {
+  if (loss < best_loss) {
+    best_loss = loss;
+  } else if (config_.kind == "plateau") {
+    plateau_factor *= config_.decay;
+  }
+}
+
+}  // namespace rnn_dist

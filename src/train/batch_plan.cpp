@@ -1,0 +1,123 @@
+// Global batches, balanced slices and epoch order (see batch_plan.h).
+#include "rnn_dist/train/batch_plan.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "rnn_dist/data/dataset.h"
+#include "rnn_dist/nn/model.h"
+#include "rnn_dist/util/error.h"
+#include "rnn_dist/util/random.h"
+
+namespace rnn_dist {
+namespace {
+
+int64_t targets(const std::vector<int64_t>& offsets, int64_t i) { return offsets[i + 1] - offsets[i] - 1; }
+
+int64_t range_targets(const std::vector<int64_t>& offsets, int64_t begin, int64_t end) {
+  return offsets[end] - offsets[begin] - (end - begin);
+}
+
+// Consecutive batches of the file: fixed sequence count, or greedy up to a token budget.
+std::vector<std::pair<int64_t, int64_t>> cut(const std::vector<int64_t>& offsets, const BatchingConfig& c,
+                                             int64_t min_sequences, int64_t scale) {
+  const int64_t n = static_cast<int64_t>(offsets.size()) - 1;
+  std::vector<std::pair<int64_t, int64_t>> out;
+  if (c.batch_tokens <= 0) {
+    const int64_t size = c.batch_size * scale;
+    for (int64_t b = 0; b < n; b += size) out.emplace_back(b, std::min(n, b + size));
+    return out;
+  }
+  const int64_t budget = c.batch_tokens * scale;
+  for (int64_t b = 0; b < n;) {
+    int64_t e = b, tokens = 0;
+    while (e < n && (e - b < min_sequences || tokens + targets(offsets, e) <= budget)) tokens += targets(offsets, e++);
+    out.emplace_back(b, e);
+    b = e;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<SliceRange> balanced_slices(const std::vector<int64_t>& offsets, int64_t begin, int64_t end, int parts) {
+  if (end - begin < parts) throw Error("balanced_slices: fewer sequences than parts");
+  std::vector<SliceRange> out;
+  int64_t start = begin;
+  for (int k = 1; k <= parts; ++k) {
+    int64_t stop = end;
+    if (k < parts) {
+      // Aim at an equal share of the tokens still left (not a fixed k/parts point, so misses do not add up):
+      // the first cut reaching it, or the one before it if that is closer.
+      const double goal = double(range_targets(offsets, begin, start)) +
+                          double(range_targets(offsets, start, end)) / (parts - k + 1);
+      const int64_t lo = start + 1, hi = end - (parts - k);
+      int64_t j = lo;
+      while (j < hi && range_targets(offsets, begin, j) < goal) ++j;
+      if (j > lo && goal - range_targets(offsets, begin, j - 1) < range_targets(offsets, begin, j) - goal) --j;
+      stop = j;
+    }
+    out.push_back({start, stop, range_targets(offsets, start, stop)});
+    start = stop;
+  }
+  return out;
+}
+
+BatchCut cut_global_batches(const std::vector<int64_t>& offsets, const BatchingConfig& config, int world) {
+  if (config.batch_tokens <= 0 && config.batch_size < 1)
+    throw InputError(cat("--batch-size must be at least 1 (got ", config.batch_size, ")"));
+  const int64_t n = static_cast<int64_t>(offsets.size()) - 1;
+  if (config.batch_tokens > 0) {
+    for (int64_t i = 0; i < n; ++i)
+      if (targets(offsets, i) > config.batch_tokens)
+        throw InputError(cat("--batch-tokens ", config.batch_tokens, " is smaller than sequence ", i, " (",
+                             targets(offsets, i), " target tokens); raise it or re-run rnn_prep with --max-len"));
+  }
+  BatchCut result;
+  for (auto [b, e] : cut(offsets, config, world, world)) {
+    const bool full = config.batch_tokens > 0 ? e - b >= world : e - b == config.batch_size * world;
+    if (!full) {
+      result.dropped_sequences += e - b;
+      result.dropped_tokens += range_targets(offsets, b, e);
+      continue;
+    }
+    result.batches.push_back({b, e, range_targets(offsets, b, e), balanced_slices(offsets, b, e, world)});
+  }
+  if (result.batches.empty())
+    throw InputError(cat("the training file has ", n, " sequences: too few for one global batch of ",
+                         config.batch_tokens > 0 ? cat(config.batch_tokens, " tokens") : cat(config.batch_size, " sequences"),
+                         " x ", world, " ranks (lower --batch-size / --batch-tokens)"));
+  return result;
+}
+
+std::vector<int64_t> epoch_order(int64_t n, uint64_t seed, int64_t epoch) {
+  std::vector<int64_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  Rng rng(mix_seed(seed, static_cast<uint64_t>(epoch)));
+  rng.shuffle(order);
+  return order;
+}
+
+std::vector<SliceRange> eval_slices(const std::vector<int64_t>& offsets, const BatchingConfig& config, int world,
+                                    int rank) {
+  std::vector<SliceRange> out;
+  auto batches = cut(offsets, config, 1, 1);
+  for (size_t k = rank; k < batches.size(); k += world) {
+    auto [b, e] = batches[k];
+    out.push_back({b, e, range_targets(offsets, b, e)});
+  }
+  return out;
+}
+
+Batch load_batch(const SequenceFile& file, const SliceRange& slice) {
+  std::vector<int32_t> tokens;
+  file.read_tokens(slice.begin, slice.end, tokens);
+  std::vector<int64_t> lengths(slice.end - slice.begin);
+  for (int64_t i = slice.begin; i < slice.end; ++i) {
+    lengths[i - slice.begin] = file.length(i);
+    if (lengths[i - slice.begin] < 2) throw InputError(cat(file.path(), ": sequence ", i, " has fewer than 2 tokens"));
+  }
+  return make_batch(tokens, lengths);
+}
+
+}  // namespace rnn_dist

@@ -1,0 +1,197 @@
+// Checkpoint writing and reading (see checkpoint.h).
+#include "rnn_dist/train/checkpoint.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+
+#include "rnn_dist/data/h5.h"
+#include "rnn_dist/util/atomic_file.h"
+#include "rnn_dist/util/error.h"
+
+namespace rnn_dist {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Checkpoint files of a directory, oldest first (the zero-padded step sorts by name).
+std::vector<std::string> list_checkpoints(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::string n = e.path().filename().string();
+    if (n.starts_with("step-") && n.ends_with(".h5") && n.size() == 16) out.push_back(e.path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// FNV-1a (64 bit) over the bytes of every parameter, in the order and layout of the PyTorch names, so
+// the value does not depend on the backend's internal weight layout.
+std::string params_checksum(const std::vector<float>& flat, const std::vector<ParamSlice>& slices) {
+  uint64_t h = 1469598103934665603ull;
+  for (const ParamSlice& s : slices) {
+    const auto* p = reinterpret_cast<const unsigned char*>(flat.data() + s.offset);
+    const size_t n = static_cast<size_t>(numel_of(s.shape)) * sizeof(float);
+    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(h));
+  return hex;
+}
+
+// Temporaries of writes that never committed (the writer was killed): only rank 0 of one job writes to
+// a directory, so any other than our own is stale.
+void remove_stale_temporaries(const std::string& dir, const std::string& ours) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.starts_with("step-") && n.find(".h5.tmp.") != std::string::npos && e.path().string() != ours)
+      fs::remove(e.path(), ec);
+  }
+}
+
+}  // namespace
+
+std::vector<float> to_file_order(const std::vector<float>& flat, const std::vector<ParamSlice>& slices) {
+  std::vector<float> out;
+  for (const ParamSlice& s : slices)
+    out.insert(out.end(), flat.begin() + s.offset, flat.begin() + s.offset + numel_of(s.shape));
+  return out;
+}
+
+std::vector<float> from_file_order(const std::vector<float>& file, const std::vector<ParamSlice>& slices,
+                                   int64_t total, const std::string& what) {
+  int64_t need = 0;
+  for (const ParamSlice& s : slices) need += numel_of(s.shape);
+  if (static_cast<int64_t>(file.size()) != need)
+    throw InputError(cat(what, " has ", file.size(), " values, the model has ", need, " parameters"));
+  std::vector<float> flat(static_cast<size_t>(total), 0.0f);
+  auto next = file.begin();
+  for (const ParamSlice& s : slices) {
+    std::copy_n(next, numel_of(s.shape), flat.begin() + s.offset);
+    next += numel_of(s.shape);
+  }
+  return flat;
+}
+
+std::string newest_checkpoint(const std::string& dir) {
+  std::vector<std::string> all = list_checkpoints(dir);
+  return all.empty() ? "" : all.back();
+}
+
+std::string checkpoint_path(const std::string& dir, int64_t step) {
+  char name[32];
+  std::snprintf(name, sizeof(name), "step-%08lld.h5", static_cast<long long>(step));
+  return (fs::path(dir) / name).string();
+}
+
+void write_checkpoint(const std::string& dir, int keep, Model& model, Optimizer& optimizer, const std::string& tokenizer,
+                      const std::vector<std::string>& vocab, const TrainingPosition& pos) {
+  const std::string path = checkpoint_path(dir, pos.step);
+  AtomicFile out(path);
+  {
+    h5::File f = h5::File::create(out.temp_path());
+    f.write_attr("/", "format", std::string("rnn_dist.checkpoint"));
+    f.write_attr("/", "version", int64_t{1});
+    const ModelConfig& c = model.config();
+    f.write_attr("/", "vocab_size", c.vocab);
+    f.write_attr("/", "embed", int64_t{c.embed});
+    f.write_attr("/", "hidden", int64_t{c.hidden});
+    f.write_attr("/", "layers", int64_t{c.layers});
+    f.write_attr("/", "dropout", double{c.dropout});
+    f.write_attr("/", "tokenizer", tokenizer);
+    f.write_attr("/", "step", pos.step);
+    f.write_attr("/", "epoch", pos.epoch);
+    f.write_attr("/", "step_in_epoch", pos.step_in_epoch);
+    f.write_attr("/", "seed", static_cast<int64_t>(pos.seed));
+    f.write_attr("/", "plateau_factor", pos.plateau_factor);
+    f.write_attr("/", "best_loss", pos.best_loss);
+    f.write_attr("/", "data_plan", pos.plan);
+    f.write_attr("/", "steps_per_epoch", pos.steps_per_epoch);
+    f.write_strings("/vocab", vocab);
+    if (!pos.stream_state.empty()) {
+      const ModelConfig& m = model.config();
+      const uint64_t columns = pos.stream_state.size() / (2 * uint64_t(m.layers) * uint64_t(m.hidden));
+      f.write("/stream_state", pos.stream_state, {2, uint64_t(m.layers), columns, uint64_t(m.hidden)});
+    }
+    f.create_group("/model");
+    const std::vector<float> host = model.download_params();
+    f.write_attr("/", "params_fnv1a64", params_checksum(host, model.param_slices()));
+    for (const ParamSlice& s : model.param_slices()) {
+      std::vector<float> part(host.begin() + s.offset, host.begin() + s.offset + numel_of(s.shape));
+      std::vector<uint64_t> shape(s.shape.begin(), s.shape.end());
+      f.write("/model/" + s.name, part, shape);
+    }
+    f.create_group("/optimizer");
+    f.write_attr("/optimizer", "kind", optimizer.config().kind);
+    f.write_attr("/optimizer", "steps", optimizer.steps());
+    // In the file's parameter order, like /model: a checkpoint resumes on any backend.
+    for (auto& [name, tensor] : optimizer.state()) {
+      std::vector<float> state(tensor->numel());
+      model.backend().download(state.data(), tensor->data(), state.size() * sizeof(float));
+      f.write("/optimizer/" + name, to_file_order(state, model.param_slices()));
+    }
+    f.flush();
+  }
+  out.commit();
+  remove_stale_temporaries(dir, out.temp_path());
+
+  std::vector<std::string> existing = list_checkpoints(dir);
+  for (size_t i = 0; i + static_cast<size_t>(std::max(keep, 1)) < existing.size(); ++i) fs::remove(existing[i]);
+}
+
+CheckpointData read_checkpoint(const std::string& path, Backend& backend) {
+  h5::File f = h5::File::open_read(path);
+  if (!f.has_attr("/", "format") || f.read_attr_string("/", "format") != "rnn_dist.checkpoint")
+    throw InputError(cat(path, ": not an rnn_dist checkpoint"));
+  CheckpointData d;
+  d.config.vocab = f.read_attr_int("/", "vocab_size");
+  d.config.embed = static_cast<int>(f.read_attr_int("/", "embed"));
+  d.config.hidden = static_cast<int>(f.read_attr_int("/", "hidden"));
+  d.config.layers = static_cast<int>(f.read_attr_int("/", "layers"));
+  d.config.dropout = static_cast<float>(f.read_attr_double("/", "dropout"));
+  d.tokenizer = f.read_attr_string("/", "tokenizer");
+  d.vocab = f.read_strings("/vocab");
+  if (static_cast<int64_t>(d.vocab.size()) != d.config.vocab)
+    throw InputError(cat(path, ": /vocab has ", d.vocab.size(), " entries but vocab_size is ", d.config.vocab));
+  d.position.step = f.read_attr_int("/", "step");
+  d.position.epoch = f.read_attr_int("/", "epoch");
+  d.position.step_in_epoch = f.read_attr_int("/", "step_in_epoch");
+  d.position.seed = static_cast<uint64_t>(f.read_attr_int("/", "seed"));
+  d.position.plateau_factor = f.read_attr_double("/", "plateau_factor");
+  d.position.best_loss = f.read_attr_double("/", "best_loss");
+  if (f.has_attr("/", "data_plan")) {
+    d.position.plan = f.read_attr_string("/", "data_plan");
+    d.position.steps_per_epoch = f.read_attr_int("/", "steps_per_epoch");
+  }
+  if (f.exists("/stream_state")) d.position.stream_state = f.read<float>("/stream_state");
+  d.optimizer_kind = f.read_attr_string("/optimizer", "kind");
+  d.optimizer_steps = f.read_attr_int("/optimizer", "steps");
+  Model layout(backend, d.config);
+  for (const char* name : {"exp_avg", "exp_avg_sq", "momentum_buffer"})
+    if (const std::string set = std::string("/optimizer/") + name; f.exists(set))
+      d.optimizer_state.emplace_back(
+          name, from_file_order(f.read<float>(set), layout.param_slices(), layout.num_params(), cat(path, ": ", set)));
+  d.params.assign(layout.num_params(), 0.0f);
+  for (const ParamSlice& s : layout.param_slices()) {
+    const std::string name = "/model/" + s.name;
+    std::vector<uint64_t> shape = f.shape(name);
+    if (!std::equal(shape.begin(), shape.end(), s.shape.begin(), s.shape.end(),
+                    [](uint64_t a, int64_t b) { return a == static_cast<uint64_t>(b); }))
+      throw InputError(cat(path, ": ", name, " has the wrong shape"));
+    std::vector<float> part = f.read<float>(name);
+    std::copy(part.begin(), part.end(), d.params.begin() + s.offset);
+  }
+  if (f.has_attr("/", "params_fnv1a64")) {
+    const std::string stored = f.read_attr_string("/", "params_fnv1a64");
+    if (stored != params_checksum(d.params, layout.param_slices()))
+      throw InputError(cat(path, ": parameter checksum mismatch (file corrupted): stored ", stored, ", computed ",
+                           params_checksum(d.params, layout.param_slices())));
+  }
+  return d;
+}
+
+}  // namespace rnn_dist

@@ -1,0 +1,651 @@
+// The training job (see trainer.h): set-up agreed between ranks, the step loop with read-ahead, the
+// all-reduce, the optimizer, logging, validation, checkpoints, signals and the non-finite-step policy.
+#include "rnn_dist/train/trainer.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <optional>
+#include <utility>
+
+#include "rnn_dist/cuda/nccl_communicator.h"
+#include "rnn_dist/data/dataset.h"
+#include "rnn_dist/dist/rank_errors.h"
+#include "rnn_dist/dist/watchdog.h"
+#include "rnn_dist/train/checkpoint.h"
+#include "rnn_dist/train/read_ahead.h"
+#include "rnn_dist/train/stream.h"
+#include "rnn_dist/util/error.h"
+#include "rnn_dist/util/random.h"
+
+namespace rnn_dist {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+volatile std::sig_atomic_t g_stop_signal = 0;
+extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
+
+// The steps of an epoch on this rank: which batch step k is (read on the read-ahead thread, so load()
+// must not touch the source's mutable state) and how many target tokens the global step has.
+class StepSource {
+ public:
+  virtual ~StepSource() = default;
+  virtual int64_t steps_per_epoch() const = 0;
+  virtual void start_epoch(int64_t epoch) = 0;
+  virtual Batch load(int64_t k) const = 0;
+  virtual int64_t global_tokens(int64_t k) const = 0;
+  // Identifies how the data is cut into steps: a run that resumes with the same plan (whatever its rank
+  // count) continues exactly where the checkpoint stopped.
+  virtual std::string plan() const = 0;
+  virtual std::string dropped() const = 0;  // what each epoch leaves out, for the start-up line
+};
+
+// Packed mode: global batches of consecutive sequences in an order shuffled by (seed, epoch).
+class PackedSource : public StepSource {
+ public:
+  PackedSource(const SequenceFile& file, const BatchingConfig& batching, int world, int rank, uint64_t seed)
+      : file_(file), cut_(cut_global_batches(file.offsets(), batching, world)), rank_(rank), seed_(seed) {
+    plan_ = batching.batch_tokens > 0 ? cat("packed tokens=", batching.batch_tokens * world)
+                                      : cat("packed sequences=", batching.batch_size * world);
+  }
+  int64_t steps_per_epoch() const override { return static_cast<int64_t>(cut_.batches.size()); }
+  void start_epoch(int64_t epoch) override { order_ = epoch_order(steps_per_epoch(), seed_, epoch); }
+  Batch load(int64_t k) const override { return load_batch(file_, cut_.batches[order_[k]].slices[rank_]); }
+  int64_t global_tokens(int64_t k) const override { return cut_.batches[order_[k]].tokens; }
+  std::string plan() const override { return plan_; }
+  std::string dropped() const override {
+    return cut_.dropped_sequences == 0 ? ""
+                                       : cat("tail of ", cut_.dropped_sequences, " sequences / ", cut_.dropped_tokens,
+                                             " tokens dropped each epoch");
+  }
+
+ private:
+  const SequenceFile& file_;
+  BatchCut cut_;
+  int rank_;
+  uint64_t seed_;
+  std::vector<int64_t> order_;
+  std::string plan_;
+};
+
+// Stream mode: `batch_size` columns per rank of the file's token stream; rank r owns columns
+// [r*batch_size, (r+1)*batch_size).
+class StreamSource : public StepSource {
+ public:
+  StreamSource(const SequenceFile& file, int64_t batch_size, int64_t bptt, int world, int rank)
+      : stream_(file),
+        plan_(plan_stream(stream_.size(), batch_size * world, bptt, file.path())),
+        first_(rank * batch_size),
+        last_((rank + 1) * batch_size) {}
+  int64_t steps_per_epoch() const override { return plan_.steps(); }
+  void start_epoch(int64_t) override {}
+  Batch load(int64_t k) const override { return stream_batch(stream_, plan_, k, first_, last_); }
+  int64_t global_tokens(int64_t k) const override { return plan_.columns * plan_.step_targets(k); }
+  std::string plan() const override { return cat("stream columns=", plan_.columns, " bptt=", plan_.bptt); }
+  std::string dropped() const override {
+    return plan_.dropped_tokens == 0 ? "" : cat("tail of ", plan_.dropped_tokens, " tokens dropped each epoch");
+  }
+  int64_t local_columns() const { return last_ - first_; }
+  int64_t first_column() const { return first_; }
+
+ private:
+  TokenStream stream_;
+  StreamPlan plan_;
+  int64_t first_, last_;
+};
+
+// A test hook: RNN_DIST_TEST_FAIL="RANK:STEP" makes that rank throw before that step, "RANK:STEP:kill"
+// makes it die of SIGKILL there, and "RANK:STEP:hang" makes it wait forever, to prove that one rank's
+// failure ends every rank.
+void injected_failure(int rank, int64_t step) {
+  static const char* spec = std::getenv("RNN_DIST_TEST_FAIL");
+  if (!spec) return;
+  int r = -1;
+  long long s = -1;
+  char how[8] = "";
+  if (std::sscanf(spec, "%d:%lld:%7s", &r, &s, how) < 2 || r != rank || s != step) return;
+  if (std::string(how) == "kill") std::raise(SIGKILL);
+  if (std::string(how) == "hang")
+    for (;;) pause();
+  throw Error(cat("RNN_DIST_TEST_FAIL: injected failure at step ", step));
+}
+
+class Trainer {
+ public:
+  Trainer(const TrainerConfig& c, Topology& topo) : c_(c), topo_(topo), lead_(topo.world_rank() == 0) {}
+  // Set-up is local to the rank (no collective, so a rank that fails cannot leave the others waiting);
+  // check_ranks_agree() then compares the ranks' plans in one collective.
+  void setup();
+  void check_ranks_agree();
+  int run();
+  DeviceType choose_device();
+
+ private:
+  void load_checkpoint(const std::string& path, bool resume);
+  void save();
+  // Loss sum and target tokens over a file with the training batching, split across ranks and all-reduced.
+  std::pair<double, double> evaluate(const SequenceFile& file);
+  void report_eval(const char* kind, const SequenceFile& file, int64_t epoch);
+  void log_step(int64_t epoch, float lr, double norm);
+  // In stream mode: every rank's columns of the carried state gathered into one global tensor
+  // (2 x layers x columns x hidden), for the checkpoint; and the reverse.
+  std::vector<float> gather_stream_state();
+  void scatter_stream_state(const std::vector<float>& global);
+  int64_t state_elems() const { return int64_t{c_.model.layers} * local_columns_ * c_.model.hidden; }
+
+  const TrainerConfig& c_;
+  Topology& topo_;
+  bool lead_;
+  std::optional<SequenceFile> train_, valid_, test_;
+  std::unique_ptr<StepSource> source_;
+  int64_t local_columns_ = 0, first_column_ = 0;  // stream mode
+  int device_index_ = 0;
+  std::unique_ptr<Backend> backend_;
+  // The gradients' all-reduce runs over topo_ (MPI, host memory) or, when they are on GPUs, over its NCCL
+  // mirror nccl_topo_; scratch_ is the hierarchical algorithm's padded copy on the same device.
+  Topology nccl_topo_;
+  Topology* reduce_topo_ = nullptr;
+  Tensor scratch_;
+  std::optional<Watchdog> watchdog_;  // deadline of the MPI collectives of a step, with several ranks
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<LrSchedule> schedule_;
+  TrainingPosition pos_;
+  Tensor state_;  // stream mode: h then c of this rank's columns, carried on the device between steps
+  int64_t total_steps_ = 0;
+  std::ofstream metrics_;
+  // Progress since the last log line, and where the time went.
+  Clock::time_point start_, last_log_;
+  double interval_tokens_ = 0, interval_loss_ = 0;
+  double t_wait_ = 0, t_compute_ = 0, t_allreduce_ = 0, t_update_ = 0;
+  double total_tokens_ = 0;
+  int64_t bad_steps_ = 0, bad_in_a_row_ = 0;
+};
+
+void Trainer::setup() {
+  const int world = topo_.world_size();
+  train_.emplace(SequenceFile::open(c_.train));
+  for (auto [path, file] : {std::pair{&c_.valid, &valid_}, std::pair{&c_.test, &test_}}) {
+    if (path->empty()) continue;
+    file->emplace(SequenceFile::open(*path));
+    if ((*file)->num_sequences() == 0) throw InputError(cat(*path, ": no sequences"));
+    if ((*file)->vocab() != train_->vocab())
+      throw InputError(cat(*path, ": vocabulary differs from the training file ", c_.train));
+  }
+  for (int64_t i = 0; i < train_->num_sequences(); ++i)
+    if (train_->length(i) < 2) throw InputError(cat(c_.train, ": sequence ", i, " has fewer than 2 tokens"));
+  if (c_.batching == "stream") {
+    auto s = std::make_unique<StreamSource>(*train_, c_.batch.batch_size, c_.bptt, world, topo_.world_rank());
+    local_columns_ = s->local_columns();
+    first_column_ = s->first_column();
+    source_ = std::move(s);
+  } else {
+    source_ = std::make_unique<PackedSource>(*train_, c_.batch, world, topo_.world_rank(), c_.seed);
+  }
+  total_steps_ = source_->steps_per_epoch() * c_.epochs;
+  if (c_.max_steps > 0) total_steps_ = std::min(total_steps_, c_.max_steps);
+
+  const DeviceType device = choose_device();
+  backend_ = make_backend(device, device_index_, c_.threads,
+                          device == DeviceType::cuda ? math_mode_of(c_) : MathMode::fp32);
+  ModelConfig mc = c_.model;
+  mc.vocab = train_->vocab_size();
+  model_ = std::make_unique<Model>(*backend_, mc);
+  model_->init(c_.seed);
+  optimizer_ = std::make_unique<Optimizer>(*backend_, c_.optimizer, model_->num_params());
+  schedule_ = std::make_unique<LrSchedule>(c_.schedule, c_.optimizer.lr, total_steps_);
+  // Every buffer a step touches lives on this rank's device: the classic multi-GPU failure, checked.
+  auto on_device = [&](const std::string& what, const Tensor& t) {
+    if (!(t.device() == backend_->device()))
+      throw Error(cat(what, " is on ", t.device().str(), ", not on this rank's device ", backend_->device().str()));
+  };
+  on_device("the parameters", model_->params());
+  on_device("the gradients", model_->grads());
+  for (const auto& [name, tensor] : optimizer_->state()) on_device(cat("optimizer state ", name), *tensor);
+  if (c_.batching == "stream") {
+    state_ = Tensor(*backend_, {2, c_.model.layers, local_columns_, c_.model.hidden});
+    backend_->zero(state_.data(), state_.numel());
+    on_device("the carried hidden state", state_);
+  }
+  if (lead_ && !c_.metrics.empty()) {
+    metrics_.open(c_.metrics, std::ios::app);
+    if (!metrics_) throw InputError(cat("--metrics ", c_.metrics, ": cannot open for writing"));
+  }
+  pos_.seed = c_.seed;
+  pos_.plan = source_->plan();
+  const std::string from = c_.resume.empty() ? "" : newest_checkpoint(c_.checkpoint_dir);
+  if (from.empty() && c_.resume == "require")
+    throw InputError(cat("--resume=require: no checkpoint in --checkpoint-dir ", c_.checkpoint_dir));
+  if (!from.empty()) {
+    load_checkpoint(from, true);
+  } else {
+    if (!c_.resume.empty() && lead_) std::cout << "--resume: no checkpoint in " << c_.checkpoint_dir << ", starting fresh" << std::endl;
+    if (!c_.init_from.empty()) load_checkpoint(c_.init_from, false);
+  }
+}
+
+DeviceType Trainer::choose_device() {
+  const int gpus = cuda_device_count();
+  if (c_.device == "cpu" || (c_.device == "auto" && gpus == 0)) {
+    if (c_.device == "auto" && lead_)
+      std::cout << "--device auto: no usable GPU, training on the CPU"
+                << (math_mode_of(c_) != MathMode::fp32
+                        ? cat(" (in fp32: --precision ", math_mode_name(math_mode_of(c_)), " is ignored)")
+                        : "")
+                << std::endl;
+    return DeviceType::cpu;
+  }
+  // One rank per GPU: with one visible GPU per rank (srun --gpus-per-task=1) it is device 0, otherwise
+  // the rank's local index.
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (gpus != 1 && topo_.local_size() > gpus)
+    throw InputError(cat("host ", topo_.host, " runs ", topo_.local_size(), " rank(s) but has ", gpus,
+                         " visible GPU(s) (CUDA_VISIBLE_DEVICES=", visible ? visible : "unset",
+                         "): launch one rank per GPU (mpirun -np <GPUs per node> per node, or srun --ntasks-per-node=<GPUs> "
+                         "--gpus-per-task=1), or use --device cpu"));
+  if (c_.deterministic)
+    throw InputError("--deterministic: the GPU backend is not bitwise repeatable yet (its embedding gradient uses "
+                     "atomics); use --device cpu or drop --deterministic");
+  device_index_ = gpus == 1 ? 0 : topo_.local_rank();
+  return DeviceType::cuda;
+}
+
+void Trainer::check_ranks_agree() {
+  // Every rank must plan the same number of steps, or one would wait forever in a collective; and train
+  // on the same kind of device.
+  const int64_t cuda = backend_->device().type == DeviceType::cuda;
+  int64_t v[6] = {total_steps_, -total_steps_, topo_.local_size(), -topo_.local_size(), cuda, -cuda};
+  topo_.world->allreduce_max(v, 6);
+  if (v[0] != -v[1]) throw Error("ranks disagree on the number of training steps (are their data files the same?)");
+  if (c_.allreduce == "hierarchical" && v[2] != -v[3])
+    throw InputError("--allreduce hierarchical needs the same number of ranks on every node");
+  if (v[4] != -v[5]) throw InputError("--device auto chose a GPU on some ranks and the CPU on others: set --device");
+  if (cuda) {
+    // Two ranks of a node on one GPU (each sees a single GPU, but the same one) would compete for it.
+    const std::vector<std::string> names = topo_.node->allgather_strings(backend_->device_name());
+    for (int a = 0; a < topo_.local_size(); ++a)
+      for (int b = a + 1; b < topo_.local_size(); ++b)
+        if (names[a] == names[b])
+          throw InputError(cat("host ", topo_.host, ": local ranks ", a, " and ", b, " are bound to the same GPU (",
+                               names[a], "): give each rank its own GPU (srun --gpus-per-task=1, or one rank per "
+                               "visible GPU)"));
+  }
+  // On GPUs the gradients live in device memory: they are summed by NCCL, bootstrapped over MPI. A single
+  // rank sums nothing (allreduce_sum returns at once) and starts no NCCL.
+  const bool nccl = cuda && topo_.world_size() > 1;
+  if (nccl) nccl_topo_ = make_nccl_topology(topo_, *backend_, c_.comm_timeout);
+  reduce_topo_ = nccl ? &nccl_topo_ : &topo_;
+  // Rank 0 reports first; the others, waiting for the same hung rank, a little later (one message).
+  if (topo_.world_size() > 1)
+    watchdog_.emplace(c_.comm_timeout, lead_ ? 0.0 : std::min(10.0, c_.comm_timeout),
+                      cat("rank ", topo_.world_rank(), " (", topo_.host, ")"));
+  scratch_ = Tensor(*backend_, {0});
+  if (c_.verbose) {
+    const Device d = backend_->device();
+    const std::vector<std::string> lines = topo_.world->allgather_strings(
+        cat("rank ", topo_.world_rank(), "/", topo_.world_size(), " (local ", topo_.local_rank(), "/",
+            topo_.local_size(), ") on ", topo_.host, ": ", backend_->device_name(),
+            d.type == DeviceType::cpu ? cat(", ", c_.threads, " thread(s)")
+                                      : cat(", ", math_mode_name(math_mode_of(c_)), " matrix products")));
+    if (lead_)
+      for (const std::string& l : lines) std::cout << "placement: " << l << std::endl;
+  }
+}
+
+void Trainer::load_checkpoint(const std::string& path, bool resume) {
+  CheckpointData ck = read_checkpoint(path, *backend_);
+  const ModelConfig& c = ck.config;
+  const ModelConfig& m = model_->config();
+  if (c.vocab != m.vocab || c.embed != m.embed || c.hidden != m.hidden || c.layers != m.layers)
+    throw InputError(cat(path, ": model (vocab ", c.vocab, ", embed ", c.embed, ", hidden ", c.hidden, ", layers ",
+                         c.layers, ") differs from the command line's (vocab ", m.vocab, ", embed ", m.embed,
+                         ", hidden ", m.hidden, ", layers ", m.layers, ")"));
+  if (ck.vocab != train_->vocab()) throw InputError(cat(path, ": vocabulary differs from ", c_.train));
+  model_->upload_params(ck.params);
+  if (!resume) {
+    if (lead_) std::cout << "initialised from " << path << " (fresh optimizer)" << std::endl;
+    return;
+  }
+  if (ck.optimizer_kind != c_.optimizer.kind)
+    throw InputError(cat(path, ": written with --optimizer ", ck.optimizer_kind, ", not ", c_.optimizer.kind));
+  optimizer_->set_steps(ck.optimizer_steps);
+  for (auto& [name, tensor] : optimizer_->state()) {
+    auto saved = std::find_if(ck.optimizer_state.begin(), ck.optimizer_state.end(),
+                              [&](const auto& entry) { return entry.first == name; });
+    // A moment estimate left at zero would resume a different run, silently: refuse instead.
+    if (saved == ck.optimizer_state.end() || static_cast<int64_t>(saved->second.size()) != tensor->numel())
+      throw InputError(cat(path, ": no usable /optimizer/", name, " for --optimizer ", c_.optimizer.kind));
+    backend_->upload(tensor->data(), saved->second.data(), saved->second.size() * sizeof(float));
+  }
+  const TrainingPosition& p = ck.position;
+  pos_.step = p.step;
+  pos_.epoch = p.epoch;
+  pos_.step_in_epoch = p.step_in_epoch;
+  schedule_->plateau_factor = p.plateau_factor;
+  schedule_->best_loss = p.best_loss;
+  const int64_t steps = source_->steps_per_epoch();
+  if (p.plan != pos_.plan && p.step_in_epoch > 0 && p.step_in_epoch < steps) {
+    // Another global batch cuts the epoch differently: continue at the same fraction of it.
+    pos_.step_in_epoch = p.step_in_epoch * steps / std::max<int64_t>(p.steps_per_epoch, 1);
+    if (lead_)
+      std::cout << "--resume: the checkpoint's data plan (" << p.plan << ") differs from this run's (" << pos_.plan
+                << "): continuing epoch " << p.epoch << " at step " << pos_.step_in_epoch << " of " << steps
+                << (c_.batching == "stream" ? " with a fresh hidden state" : "") << std::endl;
+  } else if (p.plan == pos_.plan && !p.stream_state.empty()) {
+    scatter_stream_state(p.stream_state);
+  }
+  if (lead_) std::cout << "resumed from " << path << " (step " << p.step << ")" << std::endl;
+}
+
+std::vector<float> Trainer::gather_stream_state() {
+  const int64_t L = c_.model.layers, H = c_.model.hidden, C = local_columns_ * topo_.world_size();
+  std::vector<float> local(state_.numel()), global(2 * L * C * H, 0.0f);
+  backend_->download(local.data(), state_.data(), local.size() * sizeof(float));
+  for (int64_t hc = 0; hc < 2; ++hc)
+    for (int64_t l = 0; l < L; ++l)
+      std::copy_n(local.data() + (hc * L + l) * local_columns_ * H, local_columns_ * H,
+                  global.data() + ((hc * L + l) * C + first_column_) * H);
+  // Each rank fills its own columns and zeros elsewhere, so the sum is exact.
+  topo_.world->allreduce_sum(global.data(), static_cast<int64_t>(global.size()));
+  return global;
+}
+
+void Trainer::scatter_stream_state(const std::vector<float>& global) {
+  const int64_t L = c_.model.layers, H = c_.model.hidden, C = local_columns_ * topo_.world_size();
+  if (static_cast<int64_t>(global.size()) != 2 * L * C * H)
+    throw InputError(cat("checkpoint stream state has ", global.size(), " values, expected ", 2 * L * C * H));
+  std::vector<float> local(state_.numel());
+  for (int64_t hc = 0; hc < 2; ++hc)
+    for (int64_t l = 0; l < L; ++l)
+      std::copy_n(global.data() + ((hc * L + l) * C + first_column_) * H, local_columns_ * H,
+                  local.data() + (hc * L + l) * local_columns_ * H);
+  backend_->upload(state_.data(), local.data(), local.size() * sizeof(float));
+}
+
+void Trainer::save() {
+  pos_.plateau_factor = schedule_->plateau_factor;
+  pos_.best_loss = schedule_->best_loss;
+  pos_.steps_per_epoch = source_->steps_per_epoch();
+  if (c_.checkpoint_dir.empty()) return;
+  pos_.stream_state.clear();
+  if (c_.batching == "stream") pos_.stream_state = gather_stream_state();
+  if (lead_)
+    write_checkpoint(c_.checkpoint_dir, c_.keep, *model_, *optimizer_, train_->tokenizer(), train_->vocab(), pos_);
+  // The other ranks wait for the write here rather than in the next step's collective, whose deadline
+  // (--comm-timeout) is for hangs, not for a slow file system.
+  topo_.world->barrier();
+}
+
+std::pair<double, double> Trainer::evaluate(const SequenceFile& file) {
+  double acc[2] = {0, 0};
+  if (c_.batching == "stream") {
+    StreamSource s(file, c_.batch.batch_size, c_.bptt, topo_.world_size(), topo_.world_rank());
+    // A state of its own, on the device: the training state must outlive it (a checkpoint follows).
+    Tensor state(*backend_, state_.shape());
+    backend_->zero(state.data(), state.numel());
+    float *h = state.data(), *c = state.data() + state_elems();
+    for (int64_t k = 0; k < s.steps_per_epoch(); ++k) {
+      Batch b = s.load(k);
+      acc[0] += model_->evaluate(b, h, c, h, c);
+      acc[1] += double(b.tokens());
+    }
+  } else {
+    for (const SliceRange& s : eval_slices(file.offsets(), c_.batch, topo_.world_size(), topo_.world_rank())) {
+      acc[0] += model_->evaluate(load_batch(file, s));
+      acc[1] += double(s.tokens);
+    }
+  }
+  topo_.world->allreduce_sum(acc, 2);
+  return {acc[0], acc[1]};
+}
+
+void Trainer::report_eval(const char* kind, const SequenceFile& file, int64_t epoch) {
+  auto [sum, tokens] = evaluate(file);
+  const double l = sum / tokens;
+  if (std::string(kind) == "valid") schedule_->on_validation(l);
+  if (!lead_) return;
+  std::cout << kind << " epoch " << epoch << " step " << pos_.step << std::fixed << std::setprecision(4) << " loss " << l
+            << " ppl " << std::setprecision(2) << std::exp(l) << " bits/token " << std::setprecision(4)
+            << l / std::log(2.0) << std::defaultfloat << std::endl;
+  if (metrics_)
+    metrics_ << std::setprecision(9) << "{\"kind\":\"" << kind << "\",\"step\":" << pos_.step << ",\"epoch\":" << epoch
+             << ",\"loss\":" << l << ",\"perplexity\":" << std::exp(l) << ",\"bits_per_token\":" << l / std::log(2.0)
+             << "}" << std::endl;
+}
+
+void Trainer::log_step(int64_t epoch, float lr, double norm) {
+  const auto now = Clock::now();
+  const double dt = std::chrono::duration<double>(now - last_log_).count();
+  const double elapsed = std::chrono::duration<double>(now - start_).count();
+  const double l = interval_loss_ / interval_tokens_, tps = interval_tokens_ / std::max(dt, 1e-9);
+  const double eta = elapsed / double(pos_.step) * double(total_steps_ - pos_.step);
+  std::cout << "epoch " << epoch << " step " << pos_.step << "/" << total_steps_ << std::fixed << std::setprecision(4)
+            << " loss " << l << " ppl " << std::setprecision(2) << std::exp(l) << std::scientific
+            << std::setprecision(3) << " lr " << lr << std::fixed << std::setprecision(3) << " grad_norm " << norm
+            << std::setprecision(0) << " tok/s " << tps << " eta " << eta << "s" << std::defaultfloat << std::endl;
+  if (metrics_)
+    metrics_ << std::setprecision(9) << "{\"kind\":\"train\",\"step\":" << pos_.step << ",\"epoch\":" << epoch
+             << ",\"loss\":" << l << ",\"perplexity\":" << std::exp(l) << ",\"lr\":" << lr << ",\"grad_norm\":" << norm
+             << ",\"tokens\":" << int64_t(interval_tokens_) << ",\"tokens_per_s\":" << tps
+             << ",\"elapsed_s\":" << elapsed << "}" << std::endl;
+  last_log_ = now;
+  interval_tokens_ = interval_loss_ = 0;
+}
+
+int Trainer::run() {
+  const int64_t steps_per_epoch = source_->steps_per_epoch();
+  if (lead_) {
+    std::cout << "rnn_dist train: " << topo_.world_size() << " rank(s), " << model_->num_params() << " parameters, "
+              << c_.batching << " batching, " << steps_per_epoch << " steps per epoch, " << total_steps_ << " steps";
+    if (!source_->dropped().empty()) std::cout << " (" << source_->dropped() << ")";
+    std::cout << std::endl;
+  }
+
+  Model& model = *model_;
+  Backend& backend = *backend_;
+  const int64_t n = model.num_params();
+  const AllreduceAlgo algo = c_.allreduce == "flat" ? AllreduceAlgo::flat : AllreduceAlgo::hierarchical;
+  float* h = c_.batching == "stream" ? state_.data() : nullptr;
+  float* cs = c_.batching == "stream" ? state_.data() + state_elems() : nullptr;
+  start_ = last_log_ = Clock::now();
+  ReadAhead reader([this](int64_t k) { return source_->load(k); });
+
+  // A resumed run continues inside the epoch it stopped in; a finished epoch moves on to the next.
+  int64_t first_epoch = pos_.epoch, first_k = pos_.step_in_epoch;
+  if (first_k >= steps_per_epoch) ++first_epoch, first_k = 0;
+  for (int64_t epoch = first_epoch; epoch <= c_.epochs && pos_.step < total_steps_; ++epoch, first_k = 0) {
+    pos_.epoch = epoch;
+    source_->start_epoch(epoch);
+    if (first_k == 0 && c_.batching == "stream") backend.zero(state_.data(), state_.numel());
+    reader.request(first_k);
+    for (int64_t k = first_k; k < steps_per_epoch && pos_.step < total_steps_; ++k) {
+      injected_failure(topo_.world_rank(), pos_.step + 1);
+      auto t0 = Clock::now();
+      Batch batch = reader.take();
+      if (k + 1 < steps_per_epoch) reader.request(k + 1);
+      auto t1 = Clock::now();
+      backend.zero(model.grads().data(), n);
+      const double loss_sum = model.forward_backward(batch, 1.0f / float(source_->global_tokens(k)),
+                                                     mix_seed(mix_seed(c_.seed, pos_.step), topo_.world_rank()),
+                                                     h, cs, h, cs);
+      auto t2 = Clock::now();
+      // Gradients, loss sum and token count in one all-reduce over the gradient buffer; then the stop
+      // requests (a signal on any rank stops every rank after this step).
+      float totals[Model::kReduceSlots] = {static_cast<float>(loss_sum), static_cast<float>(batch.tokens())};
+      backend.upload(model.grads().data() + n, totals, sizeof(totals));
+      // MPI collectives run under the watchdog; NCCL ones have their own deadline.
+      if (watchdog_ && reduce_topo_ == &topo_) watchdog_->arm("the gradient all-reduce", pos_.step + 1);
+      try {
+        allreduce_sum(*reduce_topo_, algo, model.grads().data(), n + Model::kReduceSlots, scratch_);
+      } catch (const Error& e) {
+        throw Error(cat("step ", pos_.step + 1, ": ", e.what()));
+      }
+      backend.download(totals, model.grads().data() + n, sizeof(totals));
+      int64_t stop = g_stop_signal;
+      if (watchdog_) watchdog_->arm("the stop-request all-reduce", pos_.step + 1);
+      topo_.world->allreduce_max(&stop, 1);
+      if (watchdog_) watchdog_->disarm();
+      auto t3 = Clock::now();
+      const double norm = std::sqrt(backend.sum_squares(model.grads().data(), n));
+      const double loss = double(totals[0]) / double(totals[1]);
+      const float lr = schedule_->lr(pos_.step, epoch);
+      ++pos_.step;
+      pos_.step_in_epoch = k + 1;
+      if (std::isfinite(norm) && std::isfinite(loss)) {
+        bad_in_a_row_ = 0;
+        const float clip = clip_factor(norm, c_.clip_norm);
+        if (clip != 1.0f) backend.scale(model.grads().data(), n, clip);
+        optimizer_->step(model.params().data(), model.grads().data(), lr);
+        interval_tokens_ += totals[1];
+        interval_loss_ += totals[0];
+        total_tokens_ += totals[1];
+      } else {
+        // Every rank sees the same all-reduced values, so every rank skips the same steps.
+        ++bad_steps_;
+        ++bad_in_a_row_;
+        if (lead_)
+          std::cout << "step " << pos_.step << ": non-finite loss or gradient norm, update skipped (" << bad_in_a_row_
+                    << " in a row, " << bad_steps_ << " in all)" << std::endl;
+        if (bad_in_a_row_ >= c_.max_bad_steps)
+          throw AgreedError(cat(bad_in_a_row_, " consecutive steps with a non-finite loss or gradient norm (step ",
+                                pos_.step, "; --max-bad-steps ", c_.max_bad_steps, "): lower --lr or set --clip-norm"));
+      }
+      t_wait_ += std::chrono::duration<double>(t1 - t0).count();
+      t_compute_ += std::chrono::duration<double>(t2 - t1).count();
+      t_allreduce_ += std::chrono::duration<double>(t3 - t2).count();
+      t_update_ += seconds_since(t3);
+      if (lead_ && interval_tokens_ > 0 && (pos_.step % c_.log_every == 0 || pos_.step == total_steps_))
+        log_step(epoch, lr, norm);
+      if (stop) {
+        reader.idle();
+        save();
+        if (lead_)
+          std::cout << "stopped by signal " << stop << " after step " << pos_.step
+                    << (c_.checkpoint_dir.empty() ? " (no --checkpoint-dir: nothing saved)"
+                                                  : cat(": checkpoint ", checkpoint_path(c_.checkpoint_dir, pos_.step),
+                                                        "; rerun with --resume to continue"))
+                    << std::endl;
+        return 0;
+      }
+      if (c_.save_every > 0 && pos_.step % c_.save_every == 0 && pos_.step < total_steps_) {
+        reader.idle();
+        save();
+      }
+    }
+    reader.idle();
+    if (valid_) report_eval("valid", *valid_, epoch);
+  }
+  save();
+  if (test_) report_eval("test", *test_, pos_.epoch);
+  if (lead_) {
+    const double total = t_wait_ + t_compute_ + t_allreduce_ + t_update_;
+    auto pct = [&](double t) { return cat(std::fixed, std::setprecision(1), 100.0 * t / std::max(total, 1e-9), "%"); };
+    std::cout << "trained " << int64_t(total_tokens_) << " tokens in " << std::fixed << std::setprecision(2) << total
+              << " s: " << std::setprecision(0) << total_tokens_ / std::max(total, 1e-9)
+              << " tokens/s (all ranks); time split (rank 0): compute " << pct(t_compute_) << ", all-reduce "
+              << pct(t_allreduce_) << ", data wait " << pct(t_wait_) << ", update " << pct(t_update_)
+              << std::defaultfloat << std::endl;
+    if (metrics_)
+      metrics_ << std::setprecision(9) << "{\"kind\":\"summary\",\"step\":" << pos_.step << ",\"tokens\":"
+               << int64_t(total_tokens_) << ",\"seconds\":" << total << ",\"tokens_per_s\":"
+               << total_tokens_ / std::max(total, 1e-9) << ",\"compute_s\":" << t_compute_ << ",\"allreduce_s\":"
+               << t_allreduce_ << ",\"data_wait_s\":" << t_wait_ << ",\"update_s\":" << t_update_ << "}" << std::endl;
+    if (bad_steps_ > 0) std::cout << bad_steps_ << " step(s) skipped for a non-finite loss or gradient norm" << std::endl;
+    if (!c_.checkpoint_dir.empty()) std::cout << "checkpoint: " << checkpoint_path(c_.checkpoint_dir, pos_.step) << std::endl;
+  }
+  return 0;
+}
+
+}  // namespace
+
+namespace {
+void positive(const char* name, int64_t v) {
+  if (v < 1) throw InputError(cat("--", name, " must be at least 1 (got ", v, ")"));
+}
+}  // namespace
+
+MathMode math_mode_of(const TrainerConfig& c) { return c.tf32 ? MathMode::tf32 : math_mode_from(c.precision); }
+
+void check_run_options(const TrainerConfig& c) {
+  positive("threads", c.threads);
+  if (c.tf32 && c.precision != "fp32" && c.precision != "tf32")
+    throw InputError(cat("--tf32 contradicts --precision ", c.precision));
+  if (math_mode_of(c) != MathMode::fp32 && c.device == "cpu")
+    throw InputError(cat("--precision ", math_mode_name(math_mode_of(c)),
+                         " is a GPU math mode: drop it, or use --device cuda|auto"));
+  if (!(c.comm_timeout > 0)) throw InputError(cat("--comm-timeout must be > 0 seconds, got ", c.comm_timeout));
+  if (c.batch.batch_tokens == 0 || c.batching == "stream") positive("batch-size", c.batch.batch_size);
+  if (c.batch.batch_tokens < 0) throw InputError("--batch-tokens must not be negative");
+  if (c.batching != "packed" && c.batching != "stream")
+    throw InputError(cat("--batching: unknown mode '", c.batching, "' (packed or stream)"));
+  if (c.batching == "stream" && c.batch.batch_tokens > 0)
+    throw InputError("--batch-tokens applies to packed batching only (stream mode uses --batch-size columns)");
+  if (c.device != "auto" && c.device != "cpu" && c.device != "cuda")
+    throw InputError(cat("--device: unknown device '", c.device, "' (auto, cpu or cuda)"));
+  if (c.allreduce != "flat" && c.allreduce != "hierarchical")
+    throw InputError(cat("--allreduce: unknown algorithm '", c.allreduce, "' (flat or hierarchical)"));
+}
+
+void check_config(const TrainerConfig& c) {
+  check_run_options(c);
+  positive("embed", c.model.embed);
+  positive("hidden", c.model.hidden);
+  positive("layers", c.model.layers);
+  positive("epochs", c.epochs);
+  positive("keep", c.keep);
+  positive("log-every", c.log_every);
+  positive("max-bad-steps", c.max_bad_steps);
+  positive("bptt", c.bptt);
+  if (c.model.dropout < 0 || c.model.dropout >= 1)
+    throw InputError(cat("--dropout must be in [0, 1) (got ", c.model.dropout, ")"));
+  if (!(c.optimizer.lr > 0)) throw InputError(cat("--lr must be positive (got ", c.optimizer.lr, ")"));
+  if (c.clip_norm < 0) throw InputError("--clip-norm must not be negative");
+  const OptimizerConfig& op = c.optimizer;
+  if (op.momentum < 0 || op.momentum >= 1) throw InputError(cat("--momentum must be in [0, 1) (got ", op.momentum, ")"));
+  if (op.weight_decay < 0) throw InputError(cat("--weight-decay must not be negative (got ", op.weight_decay, ")"));
+  if (op.beta1 < 0 || op.beta1 >= 1 || op.beta2 < 0 || op.beta2 >= 1)
+    throw InputError(cat("--beta1 and --beta2 must be in [0, 1) (got ", op.beta1, ", ", op.beta2, ")"));
+  if (!(op.eps > 0)) throw InputError(cat("--eps must be positive (got ", op.eps, ")"));
+  if (c.schedule.decay_start < 1) throw InputError(cat("--lr-decay-start is a 1-based epoch (got ", c.schedule.decay_start, ")"));
+  if (c.save_every > 0 && c.checkpoint_dir.empty()) throw InputError("--save-every needs --checkpoint-dir");
+  if (!c.resume.empty() && c.resume != "auto" && c.resume != "require")
+    throw InputError(cat("--resume: unknown mode '", c.resume, "' (auto or require)"));
+  if (!c.resume.empty() && c.checkpoint_dir.empty()) throw InputError("--resume needs --checkpoint-dir");
+  if (c.max_steps < 0 || c.save_every < 0) throw InputError("--max-steps and --save-every must not be negative");
+  if (!c.init_from.empty() && !std::filesystem::is_regular_file(c.init_from))
+    throw InputError(cat("--init-from ", c.init_from, ": no such file"));
+  if (!c.checkpoint_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(c.checkpoint_dir, ec);
+    const std::string probe = c.checkpoint_dir + "/.write-test";
+    std::ofstream f(probe);
+    if (!f) throw InputError(cat("--checkpoint-dir ", c.checkpoint_dir, ": not writable"));
+    f.close();
+    std::filesystem::remove(probe, ec);
+  }
+}
+
+int train(const TrainerConfig& config, Topology& topo) {
+  // From here a stop signal is deferred to the end of a step (the first one when it came during set-up).
+  for (int sig : {SIGTERM, SIGINT, SIGUSR1}) std::signal(sig, on_stop_signal);
+  Trainer trainer(config, topo);
+  if (int rc = agree_on_errors(topo, [&] { trainer.setup(); })) return rc;
+  if (int rc = agree_on_errors(topo, [&] { trainer.check_ranks_agree(); })) return rc;
+  try {
+    return trainer.run();
+  } catch (const Error& e) {
+    return end_job(topo, e);
+  }
+}
+
+}  // namespace rnn_dist
