@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "rnn_dist/backends/make_backend.h"
+#include "rnn_dist/cuda/cuda_device.h"
 #include "rnn_dist/cuda/nccl_communicator.h"
 #include "rnn_dist/dist/communicator.h"
 #include "rnn_dist/nn/backend.h"

@@ -28,6 +28,9 @@
 #include <string>
 #include <vector>
 
+#include "rnn_dist/backends/make_backend.h"
+#include "rnn_dist/cpu/cpu_kernels.h"
+#include "rnn_dist/cuda/cuda_device.h"
 #include "rnn_dist/data/dataset.h"
 #include "rnn_dist/dist/communicator.h"
 #include "rnn_dist/nn/backend.h"

@@ -52,11 +52,10 @@ if(NOT _rd_cuda_mode STREQUAL "OFF")
   endif()
 endif()
 
-# Adds src/cuda/*.cu|*.cpp to a target and links the CUDA runtime, cuBLAS, cuDNN and NCCL (no libcuda.so).
-function(rnn_dist_add_cuda_sources target)
-  file(GLOB _srcs CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/cuda/*.cu ${PROJECT_SOURCE_DIR}/src/cuda/*.cpp)
-  target_sources(${target} PRIVATE ${_srcs})
+# Links a target with the GPU path's libraries: the CUDA runtime, cuBLAS, cuDNN and NCCL (no libcuda.so).
+# RNN_DIST_HAVE_CUDA tells the GPU tests that the build has the GPU path.
+function(rnn_dist_link_cuda target)
   target_include_directories(${target} SYSTEM PRIVATE ${CUDNN_INCLUDE_DIR} ${NCCL_INCLUDE_DIR} ${CUDAToolkit_INCLUDE_DIRS})
-  target_link_libraries(${target} PUBLIC CUDA::cudart CUDA::cublas ${CUDNN_LIBRARY} ${NCCL_LIBRARY})
+  target_link_libraries(${target} PRIVATE CUDA::cudart CUDA::cublas ${CUDNN_LIBRARY} ${NCCL_LIBRARY})
   target_compile_definitions(${target} PUBLIC RNN_DIST_HAVE_CUDA=1)
 endfunction()

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "rnn_dist/backends/make_backend.h"
 #include "rnn_dist/nn/backend.h"
 #include "rnn_dist/nn/model.h"
 #include "rnn_dist/nn/optimizer.h"

@@ -4,6 +4,7 @@
 // identity there. (The MPI implementation is not covered here: it needs a test program run under mpirun.)
 #include "rnn_dist/dist/communicator.h"
 
+#include "rnn_dist/backends/make_backend.h"
 #include "rnn_dist/nn/backend.h"
 
 #include <gtest/gtest.h>

@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "rnn_dist/backends/make_backend.h"
+#include "rnn_dist/cuda/cuda_device.h"
 #include "rnn_dist/dist/communicator.h"
 #include "rnn_dist/nn/backend.h"
 #include "rnn_dist/nn/model.h"

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "rnn_dist/backends/make_backend.h"
 #include "rnn_dist/nn/backend.h"
 #include "rnn_dist/nn/optimizer.h"
 #include "rnn_dist/util/error.h"

@@ -10,6 +10,7 @@
 #include <random>
 
 
+#include "rnn_dist/backends/make_backend.h"
 #include "test_util.h"
 
 namespace rnn_dist {

@@ -19,15 +19,17 @@
 #include <sstream>
 #include <thread>
 
+#include "rnn_dist/backends/make_backend.h"
 #include "rnn_dist/cli/commands.h"
 #include "rnn_dist/cli/options.h"
+#include "rnn_dist/cuda/cuda_device.h"
 #include "rnn_dist/cuda/nccl_communicator.h"
 #include "rnn_dist/data/dataset.h"
 #include "rnn_dist/data/h5.h"
 #include "rnn_dist/dist/communicator.h"
 #include "rnn_dist/nn/backend.h"
 #include "rnn_dist/train/batch_plan.h"
-#include "rnn_dist/train/trainer.h"
+#include "rnn_dist/train/trainer_config.h"
 #include "rnn_dist/util/error.h"
 
 namespace po = boost::program_options;

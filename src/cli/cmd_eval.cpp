@@ -8,7 +8,9 @@
 #include <iostream>
 #include <numeric>
 
+#include "rnn_dist/backends/make_backend.h"
 #include "rnn_dist/cli/commands.h"
+#include "rnn_dist/cuda/cuda_device.h"
 #include "rnn_dist/data/dataset.h"
 #include "rnn_dist/data/tokenizer.h"
 #include "rnn_dist/train/batch_plan.h"

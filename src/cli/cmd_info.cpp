@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "rnn_dist/cli/commands.h"
+#include "rnn_dist/cpu/cpu_backend.h"
 #include "rnn_dist/data/dataset.h"
 #include "rnn_dist/data/h5.h"
 #include "rnn_dist/nn/backend.h"

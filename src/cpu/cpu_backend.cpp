@@ -1,6 +1,8 @@
 // The CPU backend: host memory, OpenBLAS-backed reference kernels from cpu_kernels.h run by the backend's
 // thread team (OpenBLAS itself single-threaded), and a multi-layer LSTM stacking
 // cpu::lstm_layer_forward/backward with dropout between layers.
+#include "rnn_dist/cpu/cpu_backend.h"
+
 #include <cblas.h>
 
 #include <algorithm>
@@ -8,7 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "rnn_dist/nn/backend.h"
+#include "rnn_dist/cpu/cpu_kernels.h"
 #include "rnn_dist/nn/optimizer.h"
 #include "rnn_dist/util/error.h"
 #include "rnn_dist/util/random.h"

@@ -1,5 +1,7 @@
 // GPU discovery for a build with the GPU path. The CUDA runtime reports no device (rather than failing)
 // on a machine without a driver, so the same binary runs on CPU-only nodes.
+#include "rnn_dist/cuda/cuda_device.h"
+
 #include <cuda_runtime.h>
 #include <cudnn.h>
 #include <nccl.h>
@@ -8,7 +10,6 @@
 
 #include "cuda_backend.h"
 #include "cuda_check.h"
-#include "rnn_dist/nn/backend.h"
 #include "rnn_dist/util/error.h"
 
 namespace rnn_dist {

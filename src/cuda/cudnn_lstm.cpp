@@ -1,5 +1,5 @@
 // The GPU LSTM: cuDNN's multi-layer LSTM (cuDNN >= 9 RNN API) over packed batches
-// (CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED, the layout of cpu::Packing). The weight region the model hands
+// (CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED, the layout of nn/packing.h). The weight region the model hands
 // in IS cuDNN's weight space; canonical_params() names the PyTorch tensors inside it. With MathMode::bf16
 // the region keeps the fp32 master weights in the order of cuDNN's bf16 weight space (one float per bf16
 // element): every call converts weights and inputs to bf16, runs cuDNN on bf16 data with fp32 math, and

@@ -1,6 +1,6 @@
 // Launchers of the CUDA backend's own kernels (kernels.cu). Plain functions over raw device pointers and
 // sizes, C++17 and free of our C++20 headers so that both nvcc and the host code include it. Each enqueues
-// on `stream` and returns the launch status (cudaGetLastError()); shapes follow cpu_kernels.h, row-major.
+// on `stream` and returns the launch status (cudaGetLastError()); shapes follow cpu/cpu_kernels.h, row-major.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -1,4 +1,4 @@
-// NcclCommunicator: the Communicator of device memory, and the NCCL topology (see device_communicator.h).
+// NcclCommunicator: the Communicator of device memory, and the NCCL topology (see cuda/nccl_communicator.h).
 // The NCCL id travels over the bootstrap (MPI) communicator, and the node-level and cross-node
 // communicators are split from the world one; collectives are enqueued on the backend's stream, so they are
 // ordered after the kernels that produced their data, and waited for by polling with a deadline (the

@@ -1,5 +1,5 @@
 // The GPU entry points of a build without the GPU path (RNN_DIST_CUDA=OFF, or CUDA/cuDNN/NCCL not found).
-#include "rnn_dist/nn/backend.h"
+#include "rnn_dist/cuda/cuda_device.h"
 #include "rnn_dist/util/error.h"
 
 namespace rnn_dist {

@@ -9,19 +9,21 @@
 #include <cmath>
 #include <csignal>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <optional>
 #include <utility>
 
+#include "rnn_dist/backends/make_backend.h"
+#include "rnn_dist/cuda/cuda_device.h"
 #include "rnn_dist/cuda/nccl_communicator.h"
 #include "rnn_dist/data/dataset.h"
 #include "rnn_dist/dist/rank_errors.h"
 #include "rnn_dist/dist/watchdog.h"
 #include "rnn_dist/train/checkpoint.h"
 #include "rnn_dist/train/read_ahead.h"
+#include "rnn_dist/train/step_source.h"
 #include "rnn_dist/train/stream.h"
 #include "rnn_dist/util/error.h"
 #include "rnn_dist/util/random.h"
@@ -34,75 +36,6 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 
 volatile std::sig_atomic_t g_stop_signal = 0;
 extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
-
-// The steps of an epoch on this rank: which batch step k is (read on the read-ahead thread, so load()
-// must not touch the source's mutable state) and how many target tokens the global step has.
-class StepSource {
- public:
-  virtual ~StepSource() = default;
-  virtual int64_t steps_per_epoch() const = 0;
-  virtual void start_epoch(int64_t epoch) = 0;
-  virtual Batch load(int64_t k) const = 0;
-  virtual int64_t global_tokens(int64_t k) const = 0;
-  // Identifies how the data is cut into steps: a run that resumes with the same plan (whatever its rank
-  // count) continues exactly where the checkpoint stopped.
-  virtual std::string plan() const = 0;
-  virtual std::string dropped() const = 0;  // what each epoch leaves out, for the start-up line
-};
-
-// Packed mode: global batches of consecutive sequences in an order shuffled by (seed, epoch).
-class PackedSource : public StepSource {
- public:
-  PackedSource(const SequenceFile& file, const BatchingConfig& batching, int world, int rank, uint64_t seed)
-      : file_(file), cut_(cut_global_batches(file.offsets(), batching, world)), rank_(rank), seed_(seed) {
-    plan_ = batching.batch_tokens > 0 ? cat("packed tokens=", batching.batch_tokens * world)
-                                      : cat("packed sequences=", batching.batch_size * world);
-  }
-  int64_t steps_per_epoch() const override { return static_cast<int64_t>(cut_.batches.size()); }
-  void start_epoch(int64_t epoch) override { order_ = epoch_order(steps_per_epoch(), seed_, epoch); }
-  Batch load(int64_t k) const override { return load_batch(file_, cut_.batches[order_[k]].slices[rank_]); }
-  int64_t global_tokens(int64_t k) const override { return cut_.batches[order_[k]].tokens; }
-  std::string plan() const override { return plan_; }
-  std::string dropped() const override {
-    return cut_.dropped_sequences == 0 ? ""
-                                       : cat("tail of ", cut_.dropped_sequences, " sequences / ", cut_.dropped_tokens,
-                                             " tokens dropped each epoch");
-  }
-
- private:
-  const SequenceFile& file_;
-  BatchCut cut_;
-  int rank_;
-  uint64_t seed_;
-  std::vector<int64_t> order_;
-  std::string plan_;
-};
-
-// Stream mode: `batch_size` columns per rank of the file's token stream; rank r owns columns
-// [r*batch_size, (r+1)*batch_size).
-class StreamSource : public StepSource {
- public:
-  StreamSource(const SequenceFile& file, int64_t batch_size, int64_t bptt, int world, int rank)
-      : stream_(file),
-        plan_(plan_stream(stream_.size(), batch_size * world, bptt, file.path())),
-        first_(rank * batch_size),
-        last_((rank + 1) * batch_size) {}
-  int64_t steps_per_epoch() const override { return plan_.steps(); }
-  void start_epoch(int64_t) override {}
-  Batch load(int64_t k) const override { return stream_batch(stream_, plan_, k, first_, last_); }
-  int64_t global_tokens(int64_t k) const override { return plan_.columns * plan_.step_targets(k); }
-  std::string plan() const override { return cat("stream columns=", plan_.columns, " bptt=", plan_.bptt); }
-  std::string dropped() const override {
-    return plan_.dropped_tokens == 0 ? "" : cat("tail of ", plan_.dropped_tokens, " tokens dropped each epoch");
-  }
-  int64_t local_columns() const { return last_ - first_; }
-  int64_t first_column() const { return first_; }
-
- private:
-  TokenStream stream_;
-  StreamPlan plan_;
-  int64_t first_, last_;
-};
 
 // A test hook: RNN_DIST_TEST_FAIL="RANK:STEP" makes that rank throw before that step, "RANK:STEP:kill"
 // makes it die of SIGKILL there, and "RANK:STEP:hang" makes it wait forever, to prove that one rank's
@@ -567,73 +500,6 @@ int Trainer::run() {
 }
 
 }  // namespace
-
-namespace {
-void positive(const char* name, int64_t v) {
-  if (v < 1) throw InputError(cat("--", name, " must be at least 1 (got ", v, ")"));
-}
-}  // namespace
-
-MathMode math_mode_of(const TrainerConfig& c) { return c.tf32 ? MathMode::tf32 : math_mode_from(c.precision); }
-
-void check_run_options(const TrainerConfig& c) {
-  positive("threads", c.threads);
-  if (c.tf32 && c.precision != "fp32" && c.precision != "tf32")
-    throw InputError(cat("--tf32 contradicts --precision ", c.precision));
-  if (math_mode_of(c) != MathMode::fp32 && c.device == "cpu")
-    throw InputError(cat("--precision ", math_mode_name(math_mode_of(c)),
-                         " is a GPU math mode: drop it, or use --device cuda|auto"));
-  if (!(c.comm_timeout > 0)) throw InputError(cat("--comm-timeout must be > 0 seconds, got ", c.comm_timeout));
-  if (c.batch.batch_tokens == 0 || c.batching == "stream") positive("batch-size", c.batch.batch_size);
-  if (c.batch.batch_tokens < 0) throw InputError("--batch-tokens must not be negative");
-  if (c.batching != "packed" && c.batching != "stream")
-    throw InputError(cat("--batching: unknown mode '", c.batching, "' (packed or stream)"));
-  if (c.batching == "stream" && c.batch.batch_tokens > 0)
-    throw InputError("--batch-tokens applies to packed batching only (stream mode uses --batch-size columns)");
-  if (c.device != "auto" && c.device != "cpu" && c.device != "cuda")
-    throw InputError(cat("--device: unknown device '", c.device, "' (auto, cpu or cuda)"));
-  if (c.allreduce != "flat" && c.allreduce != "hierarchical")
-    throw InputError(cat("--allreduce: unknown algorithm '", c.allreduce, "' (flat or hierarchical)"));
-}
-
-void check_config(const TrainerConfig& c) {
-  check_run_options(c);
-  positive("embed", c.model.embed);
-  positive("hidden", c.model.hidden);
-  positive("layers", c.model.layers);
-  positive("epochs", c.epochs);
-  positive("keep", c.keep);
-  positive("log-every", c.log_every);
-  positive("max-bad-steps", c.max_bad_steps);
-  positive("bptt", c.bptt);
-  if (c.model.dropout < 0 || c.model.dropout >= 1)
-    throw InputError(cat("--dropout must be in [0, 1) (got ", c.model.dropout, ")"));
-  if (!(c.optimizer.lr > 0)) throw InputError(cat("--lr must be positive (got ", c.optimizer.lr, ")"));
-  if (c.clip_norm < 0) throw InputError("--clip-norm must not be negative");
-  const OptimizerConfig& op = c.optimizer;
-  if (op.momentum < 0 || op.momentum >= 1) throw InputError(cat("--momentum must be in [0, 1) (got ", op.momentum, ")"));
-  if (op.weight_decay < 0) throw InputError(cat("--weight-decay must not be negative (got ", op.weight_decay, ")"));
-  if (op.beta1 < 0 || op.beta1 >= 1 || op.beta2 < 0 || op.beta2 >= 1)
-    throw InputError(cat("--beta1 and --beta2 must be in [0, 1) (got ", op.beta1, ", ", op.beta2, ")"));
-  if (!(op.eps > 0)) throw InputError(cat("--eps must be positive (got ", op.eps, ")"));
-  if (c.schedule.decay_start < 1) throw InputError(cat("--lr-decay-start is a 1-based epoch (got ", c.schedule.decay_start, ")"));
-  if (c.save_every > 0 && c.checkpoint_dir.empty()) throw InputError("--save-every needs --checkpoint-dir");
-  if (!c.resume.empty() && c.resume != "auto" && c.resume != "require")
-    throw InputError(cat("--resume: unknown mode '", c.resume, "' (auto or require)"));
-  if (!c.resume.empty() && c.checkpoint_dir.empty()) throw InputError("--resume needs --checkpoint-dir");
-  if (c.max_steps < 0 || c.save_every < 0) throw InputError("--max-steps and --save-every must not be negative");
-  if (!c.init_from.empty() && !std::filesystem::is_regular_file(c.init_from))
-    throw InputError(cat("--init-from ", c.init_from, ": no such file"));
-  if (!c.checkpoint_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(c.checkpoint_dir, ec);
-    const std::string probe = c.checkpoint_dir + "/.write-test";
-    std::ofstream f(probe);
-    if (!f) throw InputError(cat("--checkpoint-dir ", c.checkpoint_dir, ": not writable"));
-    f.close();
-    std::filesystem::remove(probe, ec);
-  }
-}
 
 int train(const TrainerConfig& config, Topology& topo) {
   // From here a stop signal is deferred to the end of a step (the first one when it came during set-up).

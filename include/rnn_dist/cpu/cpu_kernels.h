@@ -13,64 +13,12 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
-#include <span>
 #include <type_traits>
-#include <utility>
-#include <vector>
+
+#include "rnn_dist/cpu/team.h"
+#include "rnn_dist/nn/packing.h"
 
 namespace rnn_dist::cpu {
-
-// A fixed team of threads: the caller is member 0, size()-1 workers are started by the constructor. run()
-// executes one function on every member at once. Nothing is allocated after construction (OpenBLAS's own
-// threading allocates on every GEMM, hence this); idle workers spin briefly, then sleep.
-class Team {
- public:
-  static constexpr int kMaxSize = 64;
-  explicit Team(int size);  // 1 <= size <= kMaxSize (clamped)
-  ~Team();
-  Team(const Team&) = delete;
-  Team& operator=(const Team&) = delete;
-
-  int size() const { return size_; }
-  // Calls fn(member) for every member concurrently (member 0 on this thread) and returns when all have
-  // returned; rethrows the exception of a member that threw. Not reentrant.
-  template <class Fn>
-  void run(Fn&& fn) {
-    run_erased(&fn, [](void* f, int member) { (*static_cast<std::remove_reference_t<Fn>*>(f))(member); });
-  }
-  // Inside run(): returns once every member has reached it.
-  void barrier();
-
- private:
-  struct State;
-  void run_erased(void* fn, void (*call)(void*, int));
-  int size_;
-  std::unique_ptr<State> state_;
-};
-
-// Member m's part [begin, end) of n items split into `parts` nearly equal ranges whose boundaries are
-// multiples of `align` (so that vector loops stay whole).
-std::pair<int64_t, int64_t> share(int64_t n, int parts, int m, int64_t align = 1);
-
-// A packed batch, as cuDNN's CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED and PyTorch's PackedSequence: sequences
-// sorted longest first; step t holds the first batch_sizes[t] sequences, whose rows are contiguous from
-// step_offset[t]. Since lengths do not increase, the sequences active at step t are a prefix of those active
-// at step t-1.
-struct Packing {
-  std::vector<int> lengths;          // B entries, non-increasing, >= 1
-  std::vector<int> batch_sizes;      // T = lengths[0] entries
-  std::vector<int64_t> step_offset;  // T+1 entries; step_offset[T] = rows = sum of lengths
-
-  // Throws rnn_dist::Error if lengths is empty, not non-increasing, or holds a length below 1.
-  static Packing from_lengths(std::span<const int> lengths);
-
-  int batch() const { return static_cast<int>(lengths.size()); }
-  int steps() const { return static_cast<int>(batch_sizes.size()); }
-  int64_t rows() const { return step_offset.back(); }
-  // Packed row of sequence b at step t (requires t < lengths[b]).
-  int64_t row(int t, int b) const { return step_offset[t] + b; }
-};
 
 // A pointer argument that may be nullptr. It takes no part in deducing T (which comes from the other
 // arguments), so that a plain nullptr can be passed without naming T.

@@ -1,6 +1,6 @@
 // Collectives over GPU memory: a Communicator whose data pointers are device memory of a CUDA backend, and
-// a Topology of such communicators, implemented with NCCL (src/cuda/nccl_communicator.cpp; in a build without the GPU path the factory
-// throws, src/stub/nccl_unavailable.cpp). No CUDA header here: the CPU-only build includes it too.
+// a Topology of such communicators, implemented with NCCL (src/cuda/nccl_communicator.cpp; in a build without the GPU path the
+// factory throws, src/stub/nccl_unavailable.cpp). No CUDA header here: the CPU-only build includes it too.
 #pragma once
 
 #include <memory>

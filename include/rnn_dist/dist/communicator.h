@@ -18,7 +18,7 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   // In-place collectives over all ranks, on host memory (MPI) or on the device memory of one backend
-  // (NCCL, device_communicator.h).
+  // (NCCL, cuda/nccl_communicator.h).
   virtual void allreduce_sum(float* data, int64_t n) = 0;
   virtual void allreduce_sum(double* data, int64_t n) = 0;
   virtual void allreduce_max(int64_t* data, int64_t n) = 0;
@@ -33,7 +33,7 @@ class Communicator {
 std::unique_ptr<Communicator> make_single_process_communicator();
 
 // Where this rank sits, and the communicators derived from it: over MPI (make_mpi_topology), or over NCCL
-// on a GPU (make_nccl_topology in device_communicator.h).
+// on a GPU (make_nccl_topology in cuda/nccl_communicator.h).
 struct Topology {
   std::unique_ptr<Communicator> world;
   std::unique_ptr<Communicator> node;   // ranks of this node

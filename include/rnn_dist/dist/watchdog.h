@@ -2,7 +2,7 @@
 // that hangs (a stalled file system, a deadlock) would leave every other rank waiting forever: armed
 // around a collective, the watchdog ends this process when the collective has not returned in time, and
 // the launcher (mpirun, or srun --kill-on-bad-exit) then ends every rank. NCCL's collectives have their
-// own deadline (device_communicator.h); both follow --comm-timeout.
+// own deadline (cuda/nccl_communicator.h); both follow --comm-timeout.
 #pragma once
 
 #include <condition_variable>

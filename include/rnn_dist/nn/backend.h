@@ -1,6 +1,7 @@
 // The Backend interface: everything that touches a rank's device goes through it (allocation, copies and
 // the model's kernels), so calling code never names a device API. One implementation per device kind
-// (CPU: BLAS reference kernels; CUDA: cuDNN/cuBLAS), chosen at run time by make_backend().
+// (CPU: BLAS reference kernels, src/cpu/; CUDA: cuDNN/cuBLAS, src/cuda/), chosen at run time by make_backend()
+// (backends/make_backend.h).
 #pragma once
 
 #include <cstdint>
@@ -8,12 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "rnn_dist/cpu/cpu_kernels.h"
+#include "rnn_dist/nn/packing.h"
 #include "rnn_dist/nn/tensor.h"
 
 namespace rnn_dist {
-
-using cpu::Packing;
 
 // A named parameter inside a flat parameter buffer, in PyTorch's layout and naming.
 struct ParamSlice {
@@ -65,7 +64,7 @@ class Backend {
   // caches; a GPU's is limited only by the memory worth spending on it.
   virtual int64_t logits_block_elems() const = 0;
 
-  // Model kernels (shapes as in cpu_kernels.h).
+  // Model kernels (shapes as in cpu/cpu_kernels.h).
   virtual void embedding_forward(const int32_t* ids, int64_t rows, const float* table, int dim, float* out) = 0;
   virtual void embedding_backward(const int32_t* ids, int64_t rows, const float* dout, int dim, float* dtable) = 0;
   virtual void linear_forward(const float* x, int64_t rows, int in, const float* w, const float* b, int out,
@@ -98,27 +97,5 @@ enum class MathMode { fp32, tf32, bf16 };
 // "fp32", "tf32" or "bf16", as --precision takes them (InputError naming --precision otherwise).
 MathMode math_mode_from(const std::string& precision);
 const char* math_mode_name(MathMode math);
-
-// The backend of this rank: device "cpu", or "cuda" bound to GPU local_rank (fails clearly when the
-// build has no GPU path or the rank has no GPU). threads sets the CPU thread count (BLAS and kernels);
-// math applies to "cuda" (asking the CPU for another than fp32 throws Error).
-std::unique_ptr<Backend> make_backend(DeviceType type, int local_rank, int threads, MathMode math = MathMode::fp32);
-
-// The implementations behind make_backend: the CPU one always; the CUDA one from src/cuda/ in a build
-// with the GPU path, otherwise from src/stub/ (it then explains that the build has no GPU path).
-std::unique_ptr<Backend> make_cpu_backend(int threads);
-std::unique_ptr<Backend> make_cuda_backend(int local_rank, MathMode math);
-
-// Number of usable GPUs (0 in a build without the GPU path or without a driver).
-int cuda_device_count();
-
-// A visible GPU as `rnn_dist check` reports it. cuda_device_info() throws Error in a build without the GPU path.
-struct GpuInfo {
-  std::string name, pci_bus_id;
-  int64_t memory_bytes = 0;
-};
-GpuInfo cuda_device_info(int index);
-// "CUDA runtime 12.4, driver 12.4, cuDNN 9.1.0, NCCL 2.21.5", or "none (built without CUDA)".
-std::string gpu_runtime_versions();
 
 }  // namespace rnn_dist

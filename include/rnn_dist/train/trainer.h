@@ -5,43 +5,10 @@
 // with the hidden state carried between steps (truncated BPTT).
 #pragma once
 
-#include <cstdint>
-#include <string>
-
 #include "rnn_dist/dist/communicator.h"
-#include "rnn_dist/nn/model.h"
-#include "rnn_dist/nn/optimizer.h"
-#include "rnn_dist/train/batch_plan.h"
+#include "rnn_dist/train/trainer_config.h"
 
 namespace rnn_dist {
-
-struct TrainerConfig {
-  std::string train, valid, test, checkpoint_dir, init_from, metrics;
-  std::string device = "auto", allreduce = "flat", batching = "packed";
-  ModelConfig model;
-  BatchingConfig batch;
-  int64_t bptt = 35;  // stream mode: target tokens per column and step
-  OptimizerConfig optimizer;
-  ScheduleConfig schedule;
-  float clip_norm = 0;
-  int64_t epochs = 1, max_steps = 0, save_every = 0, log_every = 10, max_bad_steps = 10;
-  int keep = 3, threads = 1, ranks_per_node = 0;
-  double comm_timeout = 300;  // seconds a GPU collective may take before the job is ended
-  bool verbose = false;  // one placement line per rank
-  std::string precision = "fp32";  // GPU matrix products: fp32, tf32 or bf16 (MathMode)
-  bool tf32 = false;                // --tf32, short for --precision tf32
-  bool deterministic = false;  // the CPU backend always is; refused on GPUs until they are
-  std::string resume;  // "" (off), "auto" (fresh start when there is no checkpoint) or "require"
-  uint64_t seed = 1;
-};
-
-// Throws InputError naming the option when a value is out of range or values contradict each other.
-void check_config(const TrainerConfig& config);
-// The part of check_config about how the job runs (threads, batching, device, all-reduce), which
-// `rnn_dist check` validates too; it has no side effects.
-void check_run_options(const TrainerConfig& config);
-// The GPU math mode the options ask for (--precision, or --tf32).
-MathMode math_mode_of(const TrainerConfig& config);
 
 // Runs the job on every rank of topo; returns the exit code. Errors are reported once: set-up errors
 // are agreed between ranks, an error during training on one rank ends every rank. SIGTERM, SIGINT or

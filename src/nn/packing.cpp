@@ -1,0 +1,31 @@
+// Packing::from_lengths (see packing.h).
+#include "rnn_dist/nn/packing.h"
+
+#include "rnn_dist/util/error.h"
+
+namespace rnn_dist {
+
+Packing Packing::from_lengths(std::span<const int> lengths) {
+  if (lengths.empty()) throw Error("a packed batch needs at least one sequence");
+  for (size_t b = 0; b < lengths.size(); ++b) {
+    if (lengths[b] < 1) throw Error(cat("sequence ", b, " of the batch has length ", lengths[b], " (must be >= 1)"));
+    if (b > 0 && lengths[b] > lengths[b - 1])
+      throw Error(cat("batch lengths must be sorted longest first, but sequence ", b, " has length ", lengths[b],
+                      " after ", lengths[b - 1]));
+  }
+  Packing p;
+  p.lengths.assign(lengths.begin(), lengths.end());
+  const int steps = lengths[0];
+  p.batch_sizes.resize(steps);
+  p.step_offset.resize(steps + 1);
+  int active = p.batch();
+  p.step_offset[0] = 0;
+  for (int t = 0; t < steps; ++t) {
+    while (lengths[active - 1] <= t) --active;  // lengths[0] > t, so this stops at active >= 1
+    p.batch_sizes[t] = active;
+    p.step_offset[t + 1] = p.step_offset[t] + active;
+  }
+  return p;
+}
+
+}  // namespace rnn_dist
