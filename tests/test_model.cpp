@@ -110,15 +110,32 @@ TEST(Model, ParamSlicesNamesShapesAndLayout) {
     EXPECT_EQ(slices[i].shape, want[i].shape) << want[i].name;
     total += numel_of(slices[i].shape);
   }
-  EXPECT_EQ(m.num_params(), total);
-  // The slices tile the flat buffer without overlap.
+  EXPECT_EQ(m.parameter_count(), total);
+  // The slices lie in the flat buffer without overlap; the four regions (embedding, LSTM, output weight and
+  // bias) start 256-byte aligned, and what lies between them is a gap of less than the alignment, zero.
   std::vector<int> cover(m.num_params(), 0);
   for (const ParamSlice& s : slices) {
     ASSERT_GE(s.offset, 0);
     ASSERT_LE(s.offset + numel_of(s.shape), m.num_params()) << s.name;
     for (int64_t i = 0; i < numel_of(s.shape); ++i) ++cover[s.offset + i];
+    if (s.name == "emb.weight" || s.name == "lstm.weight_ih_l0" || s.name.starts_with("out.")) {
+      EXPECT_EQ(s.offset % kAlignElems, 0) << s.name;
+    }
   }
-  for (int64_t i = 0; i < m.num_params(); ++i) EXPECT_EQ(cover[i], 1) << "element " << i;
+  int64_t gaps = 0;
+  for (int64_t i = 0; i < m.num_params(); ++i) {
+    EXPECT_LE(cover[i], 1) << "element " << i;
+    gaps += cover[i] == 0;
+  }
+  EXPECT_EQ(gaps, m.num_params() - total);
+  EXPECT_LT(gaps, 3 * kAlignElems);
+  m.init(7);
+  const std::vector<float> p = m.download_params();
+  for (int64_t i = 0; i < m.num_params(); ++i) {
+    if (cover[i] == 0) {
+      EXPECT_EQ(p[i], 0.0f) << "gap element " << i;
+    }
+  }
 }
 
 TEST(Model, InitIsDeterministicAndInRange) {

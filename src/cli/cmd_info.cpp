@@ -43,7 +43,7 @@ void print_checkpoint(const std::string& path) {
             << "  format:     rnn_dist.checkpoint\n"
             << "  model:      vocab " << m.vocab << ", embed " << m.embed << ", hidden " << m.hidden << ", layers "
             << m.layers << ", dropout " << m.dropout << "\n"
-            << "  parameters: " << ck.params.size() << "\n"
+            << "  parameters: " << ck.parameter_count << "\n"
             << "  tokenizer:  " << ck.tokenizer << "\n"
             << "  position:   step " << p.step << ", epoch " << p.epoch << " (" << p.step_in_epoch << " of "
             << p.steps_per_epoch << " steps done), seed " << p.seed << "\n"

@@ -8,6 +8,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "cuda_check.h"
 #include "kernels.h"
@@ -38,10 +39,16 @@ struct CudnnOwner {
 };
 struct PinnedOwner {
   void* p = nullptr;
+  size_t bytes = 0;
   ~PinnedOwner() {
     if (p) CUDA_WARN(cudaFreeHost(p));
   }
 };
+
+// Uploads up to this size go through the pinned staging area (the batch's ids, targets and lengths);
+// larger ones (parameters from a checkpoint) are copied synchronously from the caller's memory.
+constexpr size_t kStagingMax = size_t{64} << 20;
+constexpr size_t kStagingAlign = 256;
 
 int checked_int(int64_t v, const char* what) {
   if (v < 0 || v > INT_MAX) throw Error(cat("CUDA backend: ", what, " = ", v, " does not fit cuBLAS's int"));
@@ -104,7 +111,7 @@ class CudaBackend final : public Backend {
     if (e == cudaErrorMemoryAllocation) {
       cudaGetLastError();
       // Cached blocks may be fragmented: hand them back to the driver and try once more.
-      CUDA_CHECK(cudaStreamSynchronize(stream_.s));
+      sync_stream();
       CUDA_CHECK(cudaMemPoolTrimTo(pool_, 0));
       e = cudaMallocAsync(&p, bytes, stream_.s);
     }
@@ -119,19 +126,35 @@ class CudaBackend final : public Backend {
   }
   void deallocate(void* p) noexcept override { CUDA_WARN(cudaFreeAsync(p, stream_.s)); }
 
+  // The caller may reuse src as soon as this returns, yet the host does not wait for the device: src is
+  // copied into the free part of a pinned staging area and the device copies from there, asynchronously
+  // (from pageable memory, cudaMemcpyAsync would wait). Each stream synchronisation frees the whole area.
   void upload(void* dst, const void* src, size_t bytes) override {
     if (bytes == 0) return;
-    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_.s));
-    // From pageable memory the call returns once the source has been staged; from page-locked memory it
-    // is truly asynchronous, so wait: the caller may reuse its buffer as soon as we return.
-    cudaPointerAttributes attr{};
-    CUDA_CHECK(cudaPointerGetAttributes(&attr, src));
-    if (attr.type == cudaMemoryTypeHost) CUDA_CHECK(cudaStreamSynchronize(stream_.s));
+    if (bytes > kStagingMax) {
+      CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_.s));
+      sync_stream();
+      return;
+    }
+    if (staged_ + bytes > staging_.bytes) {
+      sync_stream();  // every staged copy has completed: the whole area is free
+      if (bytes > staging_.bytes) {
+        CUDA_CHECK(cudaFreeHost(staging_.p));
+        staging_.p = nullptr;
+        const size_t grown = std::min(kStagingMax, std::max({bytes, 2 * staging_.bytes, size_t{1} << 20}));
+        CUDA_CHECK(cudaMallocHost(&staging_.p, grown));
+        staging_.bytes = grown;
+      }
+    }
+    char* stage = static_cast<char*>(staging_.p) + staged_;
+    std::memcpy(stage, src, bytes);
+    CUDA_CHECK(cudaMemcpyAsync(dst, stage, bytes, cudaMemcpyHostToDevice, stream_.s));
+    staged_ += (bytes + kStagingAlign - 1) / kStagingAlign * kStagingAlign;
   }
   void download(void* dst, const void* src, size_t bytes) override {
     if (bytes == 0) return;
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_.s));
-    CUDA_CHECK(cudaStreamSynchronize(stream_.s));
+    sync_stream();
   }
   void copy(void* dst, const void* src, size_t bytes) override {
     if (bytes == 0 || dst == src) return;
@@ -140,15 +163,15 @@ class CudaBackend final : public Backend {
   void zero(float* x, int64_t n) override {
     if (n > 0) CUDA_CHECK(cudaMemsetAsync(x, 0, static_cast<size_t>(n) * sizeof(float), stream_.s));
   }
-  void synchronize() override { CUDA_CHECK(cudaStreamSynchronize(stream_.s)); }
+  void synchronize() override { sync_stream(); }
   // 256 MB: a word-level batch (128 x 110 rows, V = 10,000) in 3 blocks, not 34 (each waits for its loss).
   int64_t logits_block_elems() const override { return int64_t{1} << 26; }
 
   void embedding_forward(const int32_t* ids, int64_t rows, const float* table, int dim, float* out) override {
-    CUDA_CHECK(launch_embedding_forward(ids, rows, table, dim, out, stream_.s));
+    CUDA_LAUNCH_CHECK(launch_embedding_forward(ids, rows, table, dim, out, stream_.s));
   }
   void embedding_backward(const int32_t* ids, int64_t rows, const float* dout, int dim, float* dtable) override {
-    CUDA_CHECK(launch_embedding_backward(ids, rows, dout, dim, dtable, stream_.s));
+    CUDA_LAUNCH_CHECK(launch_embedding_backward(ids, rows, dout, dim, dtable, stream_.s));
   }
 
   // Row-major y (rows x out) is column-major y^T (out x rows): y^T = W x^T with W stored as column-major
@@ -159,7 +182,7 @@ class CudaBackend final : public Backend {
     const int n = checked_int(rows, "rows");
     float beta = 0.0f;
     if (b) {
-      CUDA_CHECK(launch_broadcast_rows(b, rows, out, y, stream_.s));
+      CUDA_LAUNCH_CHECK(launch_broadcast_rows(b, rows, out, y, stream_.s));
       beta = 1.0f;
     }
     gemm(CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, w, in, x, in, beta, y, out);
@@ -177,8 +200,8 @@ class CudaBackend final : public Backend {
       if (ones_.bytes() < static_cast<size_t>(rows) * sizeof(float)) {
         ones_ = Buffer();
         ones_ = Buffer(*this, static_cast<size_t>(rows) * sizeof(float) * 3 / 2 + 256);
-        CUDA_CHECK(launch_fill(static_cast<float*>(ones_.data()), static_cast<int64_t>(ones_.bytes() / sizeof(float)),
-                               1.0f, stream_.s));
+        const auto n_ones = static_cast<int64_t>(ones_.bytes() / sizeof(float));
+        CUDA_LAUNCH_CHECK(launch_fill(static_cast<float*>(ones_.data()), n_ones, 1.0f, stream_.s));
       }
       CUBLAS_CHECK(cublasSgemv(cublas_.h, CUBLAS_OP_N, out, n, &one, dy, out, static_cast<const float*>(ones_.data()),
                                1, &one, db, 1));
@@ -193,11 +216,11 @@ class CudaBackend final : public Backend {
     }
     auto* result = loss_result();
     CUDA_CHECK(cudaMemsetAsync(&result->bad_row, 0xff, sizeof(result->bad_row), stream_.s));
-    CUDA_CHECK(launch_cross_entropy(logits, rows, vocab, targets, dlogits, grad_scale,
+    CUDA_LAUNCH_CHECK(launch_cross_entropy(logits, rows, vocab, targets, dlogits, grad_scale,
                                     static_cast<double*>(row_loss_.data()), partial(), result, stream_.s));
     auto* host = static_cast<LossResult*>(pinned_.p);
     CUDA_CHECK(cudaMemcpyAsync(host, result, sizeof(LossResult), cudaMemcpyDeviceToHost, stream_.s));
-    CUDA_CHECK(cudaStreamSynchronize(stream_.s));
+    sync_stream();
     if (host->bad_row != ~0ull) {
       const int64_t r = static_cast<int64_t>(host->bad_row);
       int32_t target = 0;
@@ -209,35 +232,40 @@ class CudaBackend final : public Backend {
 
   void dropout(const float* x, int64_t n, float p, uint64_t seed, float* y) override {
     const float keep_scale = 1.0f / (1.0f - p);  // as the CPU backend computes it
-    CUDA_CHECK(launch_dropout(x, n, p, keep_scale, seed, y, stream_.s));
+    CUDA_LAUNCH_CHECK(launch_dropout(x, n, p, keep_scale, seed, y, stream_.s));
   }
 
   double sum_squares(const float* x, int64_t n) override {
     double* out = reinterpret_cast<double*>(loss_result() + 1);
-    CUDA_CHECK(launch_sum_squares(x, n, partial(), out, stream_.s));
+    CUDA_LAUNCH_CHECK(launch_sum_squares(x, n, partial(), out, stream_.s));
     auto* host = reinterpret_cast<double*>(static_cast<LossResult*>(pinned_.p) + 1);
     CUDA_CHECK(cudaMemcpyAsync(host, out, sizeof(double), cudaMemcpyDeviceToHost, stream_.s));
-    CUDA_CHECK(cudaStreamSynchronize(stream_.s));
+    sync_stream();
     return *host;
   }
 
-  void scale(float* x, int64_t n, float a) override { CUDA_CHECK(launch_scale(x, n, a, stream_.s)); }
+  void scale(float* x, int64_t n, float a) override { CUDA_LAUNCH_CHECK(launch_scale(x, n, a, stream_.s)); }
 
   void sgd_update(float* p, const float* g, float* velocity, int64_t n, float lr, float momentum,
                   float weight_decay) override {
-    CUDA_CHECK(launch_sgd_update(p, g, velocity, n, lr, momentum, weight_decay, stream_.s));
+    CUDA_LAUNCH_CHECK(launch_sgd_update(p, g, velocity, n, lr, momentum, weight_decay, stream_.s));
   }
   void adam_update(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1, float beta2,
                    float eps, float weight_decay, bool decoupled, int64_t step) override {
     const AdamScalars bias = adam_scalars(lr, beta1, beta2, step);
     const float step_size = bias.step_size, inv_sqrt_bc2 = bias.inv_sqrt_bc2;
-    CUDA_CHECK(launch_adam_update(p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, decoupled, step_size,
+    CUDA_LAUNCH_CHECK(launch_adam_update(p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, decoupled, step_size,
                                   inv_sqrt_bc2, stream_.s));
   }
 
   std::unique_ptr<Lstm> make_lstm(const LstmShape& shape) override { return make_cudnn_lstm(*this, ctx_, shape); }
 
  private:
+  void sync_stream() {
+    CUDA_CHECK(cudaStreamSynchronize(stream_.s));
+    staged_ = 0;
+  }
+
   // scratch_ holds [kReduceBlocks partial sums | LossResult | one double].
   double* partial() { return static_cast<double*>(scratch_.data()); }
   LossResult* loss_result() { return reinterpret_cast<LossResult*>(partial() + kReduceBlocks); }
@@ -258,7 +286,8 @@ class CudaBackend final : public Backend {
   StreamOwner stream_;
   CublasOwner cublas_;
   CudnnOwner cudnn_;
-  PinnedOwner pinned_;
+  PinnedOwner pinned_, staging_;
+  size_t staged_ = 0;  // bytes of staging_ that copies enqueued since the last synchronisation may still read
   Buffer scratch_, row_loss_, ones_;
 };
 

@@ -34,6 +34,26 @@ void fail(const char* library, const char* message, const char* expr, const char
   throw Error(line(library, message, expr, file, at));
 }
 
+bool sync_after_launch() {
+#ifdef NDEBUG
+  static const bool sync = [] {
+    const char* v = std::getenv("RNN_DIST_CUDA_SYNC");
+    return v && std::string(v) == "1";
+  }();
+  return sync;
+#else
+  return true;
+#endif
+}
+
+void check_launch(cudaError_t launched, const char* expr, const char* file, int at) {
+  if (launched != cudaSuccess) fail("CUDA", cudaGetErrorString(launched), expr, file, at);
+  if (!sync_after_launch()) return;
+  const cudaError_t ran = cudaDeviceSynchronize();
+  if (ran != cudaSuccess)
+    fail("CUDA", cat("kernel failed while running: ", cudaGetErrorString(ran)).c_str(), expr, file, at);
+}
+
 void warn(const char* library, const char* message, const char* expr, const char* file, int at) noexcept {
   try {
     std::fprintf(stderr, "warning: %s\n", line(library, message, expr, file, at).c_str());

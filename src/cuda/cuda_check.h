@@ -22,6 +22,12 @@ std::string host_name();
 // Prints the same line to stderr.
 void warn(const char* library, const char* message, const char* expr, const char* file, int line) noexcept;
 
+// A kernel fails while it runs, after its launch returned: the error would surface at some later call,
+// far from its cause. In debug builds (without NDEBUG) and with RNN_DIST_CUDA_SYNC=1, CUDA_LAUNCH_CHECK
+// waits for the device after each launch, so the error names the launch that caused it.
+bool sync_after_launch();
+void check_launch(cudaError_t launched, const char* expr, const char* file, int line);
+
 }  // namespace rnn_dist::cuda
 
 #define RNN_DIST_GPU_CHECK_(report, library, ok, message_of, expr)                       \
@@ -35,6 +41,9 @@ void warn(const char* library, const char* message, const char* expr, const char
 #define CUBLAS_CHECK(expr) RNN_DIST_GPU_CHECK_(fail, "cuBLAS", CUBLAS_STATUS_SUCCESS, cublasGetStatusString, expr)
 #define CUDNN_CHECK(expr) RNN_DIST_GPU_CHECK_(fail, "cuDNN", CUDNN_STATUS_SUCCESS, cudnnGetErrorString, expr)
 #define NCCL_CHECK(expr) RNN_DIST_GPU_CHECK_(fail, "NCCL", ncclSuccess, ncclGetErrorString, expr)
+
+// For the launch_* functions of kernels.h, which return the launch's status.
+#define CUDA_LAUNCH_CHECK(expr) ::rnn_dist::cuda::check_launch((expr), #expr, __FILE__, __LINE__)
 
 #define CUDA_WARN(expr) RNN_DIST_GPU_CHECK_(warn, "CUDA", cudaSuccess, cudaGetErrorString, expr)
 #define CUBLAS_WARN(expr) RNN_DIST_GPU_CHECK_(warn, "cuBLAS", CUBLAS_STATUS_SUCCESS, cublasGetStatusString, expr)

@@ -24,10 +24,9 @@
 namespace rnn_dist::cuda {
 namespace {
 
-// cuDNN documents no alignment for the weight space, and the model's LSTM region starts at whatever float
-// follows the embedding table: a region not at this alignment (cudaMalloc's) is staged through an aligned
-// copy, one device copy per call, rather than risk a misaligned access inside cuDNN.
-constexpr uintptr_t kWeightAlign = 256;
+// cuDNN documents no alignment for the weight space; the model starts every parameter region at
+// cudaMalloc's alignment (kAlignElems), so cuDNN works on the region in place, and anything else is refused.
+constexpr uintptr_t kWeightAlign = kAlignElems * sizeof(float);
 
 template <class T, cudnnStatus_t (*Create)(T*), cudnnStatus_t (*Destroy)(T)>
 class Descriptor {
@@ -54,7 +53,11 @@ void ensure(Buffer& b, Backend& backend, size_t bytes) {
   b = Buffer(backend, grown);
 }
 
-bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % kWeightAlign == 0; }
+const float* require_aligned(const float* p, const char* what) {
+  if (reinterpret_cast<uintptr_t>(p) % kWeightAlign != 0)
+    throw Error(cat("CudnnLstm: ", what, " are not ", kWeightAlign, "-byte aligned (", cuda::where(), ")"));
+  return p;
+}
 
 // The descriptors and device sequence lengths of one batch shape; training and inference each have their
 // own, so an evaluation between a training forward and its backward leaves the latter intact.
@@ -70,7 +73,7 @@ const uint16_t* to_bf16(const float* src, int64_t n, Buffer& b, Backend& backend
   if (!src) return nullptr;
   ensure(b, backend, static_cast<size_t>(n) * sizeof(uint16_t));
   auto* out = static_cast<uint16_t*>(b.data());
-  CUDA_CHECK(launch_to_bf16(src, n, out, stream));
+  CUDA_LAUNCH_CHECK(launch_to_bf16(src, n, out, stream));
   return out;
 }
 
@@ -82,7 +85,7 @@ uint16_t* bf16_out(const float* wanted, int64_t n, Buffer& b, Backend& backend) 
 }
 
 void from_bf16(const uint16_t* src, int64_t n, float* dst, cudaStream_t stream) {
-  if (dst) CUDA_CHECK(launch_from_bf16(src, n, dst, stream));
+  if (dst) CUDA_LAUNCH_CHECK(launch_from_bf16(src, n, dst, stream));
 }
 
 class CudnnLstm final : public Lstm {
@@ -141,7 +144,7 @@ class CudnnLstm final : public Lstm {
       hnout = bf16_out(hn, state, d.hn16, backend_);
       cnout = bf16_out(cn, state, d.cn16, backend_);
     } else {
-      w = stage_weights(weights);
+      w = require_aligned(weights, "the weights");
     }
     CUDNN_CHECK(cudnnRNNForward(ctx_.cudnn, rnn_.get(), mode, static_cast<const int32_t*>(d.seq_lengths.data()),
                                 d.x.get(), xin, d.y.get(), yout, d.h.get(), h0in, hnout, d.h.get(), c0in, cnout,
@@ -188,7 +191,8 @@ class CudnnLstm final : public Lstm {
         ensure(dx_scratch_, backend_, static_cast<size_t>(rows) * shape_.input * sizeof(float));
         dxout = dx_scratch_.data();
       }
-      w = stage_weights(weights);
+      w = require_aligned(weights, "the weights");
+      require_aligned(dweights, "the weight gradients");
     }
     const auto* seq = static_cast<const int32_t*>(train_.seq_lengths.data());
     CUDNN_CHECK(cudnnRNNBackwardData_v8(ctx_.cudnn, rnn_.get(), seq, train_.y.get(), saved_.y, dyin, train_.x.get(),
@@ -200,24 +204,20 @@ class CudnnLstm final : public Lstm {
       from_bf16(static_cast<const uint16_t*>(dh0out), state, dh0, st);
       from_bf16(static_cast<const uint16_t*>(dc0out), state, dc0, st);
     }
-    // The weight gradient lands in a zeroed buffer when cuDNN cannot add into dweights itself (bf16, or an
-    // fp32 region off cuDNN's alignment) and is then added.
+    // In fp32 cuDNN adds into dweights itself; in bf16 the gradient lands in a zeroed bf16 buffer and is
+    // then added to the fp32 one.
     void* dw = dweights;
-    if (bf16_ || !aligned(dweights)) {
-      Buffer& stage = bf16_ ? dweights16_ : dweights_stage_;
-      ensure(stage, backend_, weight_bytes_);
-      CUDA_CHECK(cudaMemsetAsync(stage.data(), 0, weight_bytes_, st));
-      dw = stage.data();
+    if (bf16_) {
+      ensure(dweights16_, backend_, weight_bytes_);
+      CUDA_CHECK(cudaMemsetAsync(dweights16_.data(), 0, weight_bytes_, st));
+      dw = dweights16_.data();
     }
     // Must follow the data gradient: it reads what that call left in the workspace and reserve space.
     CUDNN_CHECK(cudnnRNNBackwardWeights_v8(ctx_.cudnn, rnn_.get(), CUDNN_WGRAD_MODE_ADD, seq, train_.x.get(),
                                            saved_.x, train_.h.get(), saved_.h0, train_.y.get(), saved_.y,
                                            weight_bytes_, dw, workspace_bytes_, workspace_.data(), reserve_bytes_,
                                            reserve_.data()));
-    if (bf16_)
-      CUDA_CHECK(launch_add_from_bf16(dweights, static_cast<const uint16_t*>(dw), weight_elems(), st));
-    else if (dw != dweights)
-      CUDA_CHECK(launch_add(dweights, static_cast<const float*>(dw), weight_elems(), st));
+    if (bf16_) CUDA_LAUNCH_CHECK(launch_add_from_bf16(dweights, static_cast<const uint16_t*>(dw), weight_elems(), st));
   }
 
  private:
@@ -226,9 +226,10 @@ class CudnnLstm final : public Lstm {
     CUDNN_CHECK(cudnnSetRNNDescriptor_v8(
         rnn_.get(), CUDNN_RNN_ALGO_STANDARD, CUDNN_LSTM, CUDNN_RNN_DOUBLE_BIAS, CUDNN_UNIDIRECTIONAL,
         CUDNN_LINEAR_INPUT, dtype_, CUDNN_DATA_FLOAT,
-        // FMA: fp32 without TF32 tensor cores, comparable with the CPU backend; DEFAULT lets cuDNN use TF32;
-        // bf16 data runs on tensor cores with fp32 math.
-        bf16_ ? CUDNN_TENSOR_OP_MATH : ctx_.math == MathMode::tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH,
+        // FMA: fp32 without TF32 tensor cores, comparable with the CPU backend; DEFAULT lets cuDNN use TF32,
+        // and for bf16 data with fp32 math it is what PyTorch's bf16 RNN uses (cuDNN >= 9.13, PR 164411):
+        // tensor cores stay allowed, while CUDNN_TENSOR_OP_MATH with bf16 data is refused by some versions.
+        ctx_.math == MathMode::fp32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH,
         shape_.input, shape_.hidden, shape_.hidden /* projSize = hidden: no projection */, shape_.layers,
         dropout_.get(), CUDNN_RNN_PADDED_IO_DISABLED));
   }
@@ -264,13 +265,6 @@ class CudnnLstm final : public Lstm {
     ensure(d.seq_lengths, backend_, static_cast<size_t>(B) * sizeof(int32_t));
     static_assert(sizeof(int) == sizeof(int32_t));
     backend_.upload(d.seq_lengths.data(), packing.lengths.data(), static_cast<size_t>(B) * sizeof(int32_t));
-  }
-
-  const float* stage_weights(const float* weights) {
-    if (aligned(weights)) return weights;
-    ensure(weights_stage_, backend_, weight_bytes_);
-    backend_.copy(weights_stage_.data(), weights, weight_bytes_);
-    return static_cast<const float*>(weights_stage_.data());
   }
 
   // Offsets of every gate matrix and bias, read from cuDNN on a scratch weight space; verifies that each
@@ -333,7 +327,7 @@ class CudnnLstm final : public Lstm {
   std::vector<ParamSlice> params_;
   BatchDescs train_, infer_;
   // Workspace shared by every call (stream-ordered); reserve space of the last training forward.
-  Buffer workspace_, reserve_, dropout_states_, weights_stage_, dweights_stage_, dy_zero_, dx_scratch_;
+  Buffer workspace_, reserve_, dropout_states_, dy_zero_, dx_scratch_;
   // bf16: the weights of the last forward, the weight gradient, and the backward pass's data.
   Buffer weights16_, dweights16_, dy16_, dhn16_, dcn16_, dx16_, dh0_16_, dc0_16_;
   size_t workspace_bytes_ = 0, reserve_bytes_ = 0;

@@ -73,10 +73,6 @@ __global__ void broadcast_rows_kernel(const float* b, int64_t rows, int cols, fl
   for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] = b[i % cols];
 }
 
-__global__ void add_kernel(float* y, const float* x, int64_t n) {
-  for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] += x[i];
-}
-
 __global__ void scale_kernel(float* x, int64_t n, float a) {
   for (int64_t i = first_index(); i < n; i += grid_stride()) x[i] *= a;
 }
@@ -215,11 +211,6 @@ cudaError_t launch_fill(float* x, int64_t n, float value, cudaStream_t stream) {
 
 cudaError_t launch_broadcast_rows(const float* b, int64_t rows, int cols, float* y, cudaStream_t stream) {
   if (rows * cols > 0) broadcast_rows_kernel<<<grid_for(rows * cols), kThreads, 0, stream>>>(b, rows, cols, y);
-  return cudaGetLastError();
-}
-
-cudaError_t launch_add(float* y, const float* x, int64_t n, cudaStream_t stream) {
-  if (n > 0) add_kernel<<<grid_for(n), kThreads, 0, stream>>>(y, x, n);
   return cudaGetLastError();
 }
 

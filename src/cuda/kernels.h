@@ -22,8 +22,6 @@ struct LossResult {
 cudaError_t launch_fill(float* x, int64_t n, float value, cudaStream_t stream);
 // y[r, :] = b for every row: the bias the output-layer GEMM then adds onto.
 cudaError_t launch_broadcast_rows(const float* b, int64_t rows, int cols, float* y, cudaStream_t stream);
-// y += x
-cudaError_t launch_add(float* y, const float* x, int64_t n, cudaStream_t stream);
 cudaError_t launch_scale(float* x, int64_t n, float a, cudaStream_t stream);
 
 // bfloat16 values, held as their 16-bit patterns (this header stays free of cuda_bf16.h): y = x rounded to

@@ -60,10 +60,11 @@ Model::Model(Backend& backend, const ModelConfig& config, int64_t logits_block_e
                            : std::max<int64_t>(256, backend.logits_block_elems() / config.vocab);
   const int64_t V = config.vocab, E = config.embed, H = config.hidden;
   lstm_ = backend.make_lstm({config.embed, config.hidden, config.layers, config.dropout});
+  // Every region starts 256 bytes aligned (the gaps stay zero; checkpoints store tensors by name).
   emb_offset_ = 0;
-  lstm_offset_ = V * E;
-  out_w_offset_ = lstm_offset_ + lstm_->weight_elems();
-  out_b_offset_ = out_w_offset_ + V * H;
+  lstm_offset_ = align_elems(V * E);
+  out_w_offset_ = align_elems(lstm_offset_ + lstm_->weight_elems());
+  out_b_offset_ = align_elems(out_w_offset_ + V * H);
   slices_.push_back({"emb.weight", emb_offset_, {V, E}});
   for (ParamSlice s : lstm_->canonical_params()) {
     s.name = "lstm." + s.name;
@@ -97,6 +98,12 @@ void Model::init(uint64_t seed) {
     }
   }
   upload_params(host);
+}
+
+int64_t Model::parameter_count() const {
+  int64_t n = 0;
+  for (const ParamSlice& s : slices_) n += numel_of(s.shape);
+  return n;
 }
 
 std::vector<float> Model::download_params() const {
@@ -147,10 +154,10 @@ double Model::run(const Batch& batch, bool train, float grad_scale, uint64_t dro
 
   // Both LSTMs keep h0/c0 for the backward pass (and cuDNN does not promise that hy may alias hx), so
   // the LSTM reads a device copy of the initial state and may write the final one over the caller's.
-  state_in_.resize({2 * state});
+  state_in_.resize({2 * align_elems(state)});
   float *h0d = nullptr, *c0d = nullptr;
   if (h0) backend_.copy(h0d = state_in_.data(), h0, state * sizeof(float));
-  if (c0) backend_.copy(c0d = state_in_.data() + state, c0, state * sizeof(float));
+  if (c0) backend_.copy(c0d = state_in_.data() + align_elems(state), c0, state * sizeof(float));
 
   y_.resize({rows, H});
   lstm_->forward(param(lstm_offset_), batch.packing, x, h0d, c0d, y_.data(), hn, cn, train, seed_lstm);
@@ -204,15 +211,16 @@ std::vector<float> Model::step(int32_t token, std::vector<float>& h, std::vector
   backend_.upload(ids_.data(), &token, sizeof(int32_t));
   emb_.resize({1, E});
   backend_.embedding_forward(static_cast<int32_t*>(ids_.data()), 1, param(emb_offset_), config_.embed, emb_.data());
-  state_in_.resize({2 * state});
-  state_out_.resize({2 * state});
+  const int64_t c_at = align_elems(state);
+  state_in_.resize({2 * c_at});
+  state_out_.resize({2 * c_at});
   backend_.upload(state_in_.data(), h.data(), state * sizeof(float));
-  backend_.upload(state_in_.data() + state, c.data(), state * sizeof(float));
+  backend_.upload(state_in_.data() + c_at, c.data(), state * sizeof(float));
   y_.resize({1, H});
-  lstm_->forward(param(lstm_offset_), one, emb_.data(), state_in_.data(), state_in_.data() + state, y_.data(),
-                 state_out_.data(), state_out_.data() + state, false, 0);
+  lstm_->forward(param(lstm_offset_), one, emb_.data(), state_in_.data(), state_in_.data() + c_at, y_.data(),
+                 state_out_.data(), state_out_.data() + c_at, false, 0);
   backend_.download(h.data(), state_out_.data(), state * sizeof(float));
-  backend_.download(c.data(), state_out_.data() + state, state * sizeof(float));
+  backend_.download(c.data(), state_out_.data() + c_at, state * sizeof(float));
   logits_.resize({1, V});
   backend_.linear_forward(y_.data(), 1, config_.hidden, param(out_w_offset_), param(out_b_offset_),
                           static_cast<int>(V), logits_.data());

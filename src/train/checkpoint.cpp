@@ -176,6 +176,7 @@ CheckpointData read_checkpoint(const std::string& path, Backend& backend) {
       d.optimizer_state.emplace_back(
           name, from_file_order(f.read<float>(set), layout.param_slices(), layout.num_params(), cat(path, ": ", set)));
   d.params.assign(layout.num_params(), 0.0f);
+  d.parameter_count = layout.parameter_count();
   for (const ParamSlice& s : layout.param_slices()) {
     const std::string name = "/model/" + s.name;
     std::vector<uint64_t> shape = f.shape(name);

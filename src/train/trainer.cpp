@@ -75,6 +75,8 @@ class Trainer {
   std::vector<float> gather_stream_state();
   void scatter_stream_state(const std::vector<float>& global);
   int64_t state_elems() const { return int64_t{c_.model.layers} * local_columns_ * c_.model.hidden; }
+  // Where c starts after h in a state buffer: aligned, as cuDNN wants its state arguments.
+  int64_t c_offset() const { return align_elems(state_elems()); }
 
   const TrainerConfig& c_;
   Topology& topo_;
@@ -94,7 +96,7 @@ class Trainer {
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
   TrainingPosition pos_;
-  Tensor state_;  // stream mode: h then c of this rank's columns, carried on the device between steps
+  Tensor state_;  // stream mode: h, then c at c_offset(), of this rank's columns, carried on the device
   int64_t total_steps_ = 0;
   std::ofstream metrics_;
   // Progress since the last log line, and where the time went.
@@ -146,7 +148,7 @@ void Trainer::setup() {
   on_device("the gradients", model_->grads());
   for (const auto& [name, tensor] : optimizer_->state()) on_device(cat("optimizer state ", name), *tensor);
   if (c_.batching == "stream") {
-    state_ = Tensor(*backend_, {2, c_.model.layers, local_columns_, c_.model.hidden});
+    state_ = Tensor(*backend_, {2 * c_offset()});
     backend_->zero(state_.data(), state_.numel());
     on_device("the carried hidden state", state_);
   }
@@ -286,7 +288,7 @@ std::vector<float> Trainer::gather_stream_state() {
   backend_->download(local.data(), state_.data(), local.size() * sizeof(float));
   for (int64_t hc = 0; hc < 2; ++hc)
     for (int64_t l = 0; l < L; ++l)
-      std::copy_n(local.data() + (hc * L + l) * local_columns_ * H, local_columns_ * H,
+      std::copy_n(local.data() + hc * c_offset() + l * local_columns_ * H, local_columns_ * H,
                   global.data() + ((hc * L + l) * C + first_column_) * H);
   // Each rank fills its own columns and zeros elsewhere, so the sum is exact.
   topo_.world->allreduce_sum(global.data(), static_cast<int64_t>(global.size()));
@@ -301,7 +303,7 @@ void Trainer::scatter_stream_state(const std::vector<float>& global) {
   for (int64_t hc = 0; hc < 2; ++hc)
     for (int64_t l = 0; l < L; ++l)
       std::copy_n(global.data() + ((hc * L + l) * C + first_column_) * H, local_columns_ * H,
-                  local.data() + (hc * L + l) * local_columns_ * H);
+                  local.data() + hc * c_offset() + l * local_columns_ * H);
   backend_->upload(state_.data(), local.data(), local.size() * sizeof(float));
 }
 
@@ -326,7 +328,7 @@ std::pair<double, double> Trainer::evaluate(const SequenceFile& file) {
     // A state of its own, on the device: the training state must outlive it (a checkpoint follows).
     Tensor state(*backend_, state_.shape());
     backend_->zero(state.data(), state.numel());
-    float *h = state.data(), *c = state.data() + state_elems();
+    float *h = state.data(), *c = state.data() + c_offset();
     for (int64_t k = 0; k < s.steps_per_epoch(); ++k) {
       Batch b = s.load(k);
       acc[0] += model_->evaluate(b, h, c, h, c);
@@ -378,8 +380,8 @@ void Trainer::log_step(int64_t epoch, float lr, double norm) {
 int Trainer::run() {
   const int64_t steps_per_epoch = source_->steps_per_epoch();
   if (lead_) {
-    std::cout << "rnn_dist train: " << topo_.world_size() << " rank(s), " << model_->num_params() << " parameters, "
-              << c_.batching << " batching, " << steps_per_epoch << " steps per epoch, " << total_steps_ << " steps";
+    std::cout << "rnn_dist train: " << topo_.world_size() << " rank(s), " << model_->parameter_count()
+              << " parameters, " << c_.batching << " batching, " << steps_per_epoch << " steps per epoch, " << total_steps_ << " steps";
     if (!source_->dropped().empty()) std::cout << " (" << source_->dropped() << ")";
     std::cout << std::endl;
   }
@@ -389,7 +391,7 @@ int Trainer::run() {
   const int64_t n = model.num_params();
   const AllreduceAlgo algo = c_.allreduce == "flat" ? AllreduceAlgo::flat : AllreduceAlgo::hierarchical;
   float* h = c_.batching == "stream" ? state_.data() : nullptr;
-  float* cs = c_.batching == "stream" ? state_.data() + state_elems() : nullptr;
+  float* cs = c_.batching == "stream" ? state_.data() + c_offset() : nullptr;
   start_ = last_log_ = Clock::now();
   ReadAhead reader([this](int64_t k) { return source_->load(k); });
 

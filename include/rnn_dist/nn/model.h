@@ -44,8 +44,10 @@ class Model {
   // and token count, so that one all-reduce over the buffer carries all three.
   Tensor& grads() { return grads_; }
   static constexpr int64_t kReduceSlots = 2;
-  int64_t num_params() const { return params_.numel(); }
-  const std::vector<ParamSlice>& param_slices() const { return slices_; }  // offsets into params()/grads()
+  int64_t num_params() const { return params_.numel(); }  // elements of params(), the alignment gaps included
+  int64_t parameter_count() const;  // parameters proper: the elements of every named tensor, as PyTorch counts
+  // Offsets into params()/grads(), each region 256-byte aligned (kAlignElems); the gaps between them are zero.
+  const std::vector<ParamSlice>& param_slices() const { return slices_; }
 
   // PyTorch's default initialisation of nn.Embedding, nn.LSTM and nn.Linear from a seeded generator.
   void init(uint64_t seed);

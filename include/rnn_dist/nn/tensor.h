@@ -82,6 +82,12 @@ class Tensor {
   int64_t numel_ = 0;
 };
 
+// Float offsets inside one buffer are kept at multiples of kAlignElems (256 bytes: what cudaMalloc
+// guarantees and cuBLAS and cuDNN expect), so that a region carved out of a buffer is as aligned as the
+// buffer: the model's parameter regions, and h next to c in one state buffer.
+constexpr int64_t kAlignElems = 64;
+constexpr int64_t align_elems(int64_t n) { return (n + kAlignElems - 1) / kAlignElems * kAlignElems; }
+
 int64_t numel_of(const std::vector<int64_t>& shape);
 std::string shape_str(const std::vector<int64_t>& shape);
 

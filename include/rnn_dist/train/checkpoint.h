@@ -36,6 +36,7 @@ struct CheckpointData {
   std::string tokenizer;
   std::vector<std::string> vocab;
   std::vector<float> params;  // flat, in Model's order (filled by name and shape, so checked)
+  int64_t parameter_count = 0;  // Model::parameter_count(): params without the alignment gaps
   TrainingPosition position;
   std::string optimizer_kind;
   int64_t optimizer_steps = 0;
