@@ -1,11 +1,12 @@
 // Tests of the collectives' deadline (watchdog.h): an armed watchdog that runs out prints one line naming
-// the rank and the collective and exits with status 3; disarming in time, re-arming (which restarts the
-// clock) and the grace keep the process alive.
+// the rank, the step (when there is one) and the collective and exits with status 3; disarming in time,
+// re-arming (which restarts the clock), the grace and a margin keep the process alive.
 #include "rnn_dist/dist/watchdog.h"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <thread>
 
 namespace rnn_dist {
@@ -23,6 +24,33 @@ TEST(WatchdogDeathTest, EndsTheProcessWhenACollectiveOverruns) {
       },
       testing::ExitedWithCode(3),
       "rnn_dist: error: rank 3 \\(host n17\\): step 7: the gradient all-reduce did not complete within 0.2 s");
+}
+
+TEST(WatchdogDeathTest, BeforeTheFirstStepTheMessageNamesNoStep) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        Watchdog w(0.2, 0.0, "rank 0 (host n1)");
+        w.arm("the set-up of the communicators", 0);
+        sleep_s(5);
+      },
+      testing::ExitedWithCode(3),
+      "rnn_dist: error: rank 0 \\(host n1\\): the set-up of the communicators did not complete within 0.2 s");
+}
+
+// A margin (what the trainer gives NCCL's own deadline) lengthens the limit, and the message says so.
+TEST(WatchdogDeathTest, AMarginLengthensTheLimit) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        Watchdog w(0.2, 0.0, "rank 0");
+        w.arm("the gradient all-reduce", 3, 0.6);
+        sleep_s(0.4);  // past the plain limit: still alive
+        std::fputs("past the plain limit\n", stderr);
+        sleep_s(5);
+      },
+      testing::ExitedWithCode(3),
+      "past the plain limit\n.*step 3: the gradient all-reduce did not complete within 0.8 s");
 }
 
 // The margins are wide (0.4 s and more), so that a loaded machine's scheduling delays cannot end the test.

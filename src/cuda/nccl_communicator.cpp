@@ -26,17 +26,11 @@ class NcclCommunicator final : public Communicator {
     CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
   }
   // The ranks of `parent` with this color, ordered by key (collective over parent); `bootstrap` is the
-  // MPI communicator of the same ranks in the same order, which is checked.
+  // MPI communicator of the same ranks in the same order, which check_ranks() verifies.
   NcclCommunicator(NcclCommunicator& parent, Communicator& bootstrap, int color, int key)
       : bootstrap_(bootstrap), ctx_(parent.ctx_), timeout_(parent.timeout_) {
     CUDA_CHECK(cudaSetDevice(ctx_.device));
     NCCL_CHECK(ncclCommSplit(parent.live(), color, key, &comm_, nullptr));
-    int rank = -1, count = 0;
-    NCCL_CHECK(ncclCommUserRank(comm_, &rank));
-    NCCL_CHECK(ncclCommCount(comm_, &count));
-    if (rank != bootstrap.rank() || count != bootstrap.size())
-      throw Error(cat("ncclCommSplit gave rank ", rank, " of ", count, " where MPI has ", bootstrap.rank(), " of ",
-                      bootstrap.size(), " (", cuda::where(), ")"));
     CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
   }
   ~NcclCommunicator() override {
@@ -45,6 +39,18 @@ class NcclCommunicator final : public Communicator {
   }
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
+
+  void check_ranks(const char* which) const {
+    int rank = -1, count = 0;
+    NCCL_CHECK(ncclCommUserRank(live(), &rank));
+    NCCL_CHECK(ncclCommCount(live(), &count));
+    if (rank != bootstrap_.rank() || count != bootstrap_.size())
+      throw Error(cat("ncclCommSplit gave the ", which, " communicator rank ", rank, " of ", count, " where MPI has ",
+                      bootstrap_.rank(), " of ", bootstrap_.size(), " (", cuda::where(), ")"));
+  }
+
+  // Ends the communicator without waiting for its peers (ncclCommDestroy would), for error paths.
+  void abort() noexcept { abort_comm(); }
 
   int rank() const override { return bootstrap_.rank(); }
   int size() const override { return bootstrap_.size(); }
@@ -145,9 +151,22 @@ Topology make_nccl_topology(Topology& mpi, Backend& backend, double timeout_seco
   t.num_nodes = mpi.num_nodes;
   auto world = make_nccl_communicator(*mpi.world, backend, timeout_seconds);
   auto& parent = static_cast<NcclCommunicator&>(*world);
-  // Keys are world ranks, as in make_mpi_topology's splits, so the rank order matches MPI's.
-  t.node = std::make_unique<NcclCommunicator>(parent, *mpi.node, mpi.node_index, mpi.world_rank());
-  t.cross = std::make_unique<NcclCommunicator>(parent, *mpi.cross, mpi.local_rank(), mpi.world_rank());
+  std::unique_ptr<NcclCommunicator> node, cross;
+  try {
+    // Both splits before any check, so that a rank whose check fails cannot leave the others waiting in
+    // the second split. Keys are world ranks, as in make_mpi_topology's splits, so the rank order matches.
+    node = std::make_unique<NcclCommunicator>(parent, *mpi.node, mpi.node_index, mpi.world_rank());
+    cross = std::make_unique<NcclCommunicator>(parent, *mpi.cross, mpi.local_rank(), mpi.world_rank());
+    node->check_ranks("node-level");
+    cross->check_ranks("cross-node");
+  } catch (...) {
+    // Aborted, not destroyed: destruction would wait for peers that may be gone or failing too.
+    for (NcclCommunicator* c : {node.get(), cross.get(), &parent})
+      if (c) c->abort();
+    throw;
+  }
+  t.node = std::move(node);
+  t.cross = std::move(cross);
   t.world = std::move(world);
   return t;
 }

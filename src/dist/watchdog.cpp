@@ -22,11 +22,12 @@ Watchdog::~Watchdog() {
   thread_.join();
 }
 
-void Watchdog::arm(const char* what, int64_t step) {
+void Watchdog::arm(const char* what, int64_t step, double margin) {
   {
     std::lock_guard lock(m_);
     what_ = what;
     step_ = step;
+    margin_ = margin;
     armed_ = true;
     ++generation_;
   }
@@ -49,10 +50,12 @@ void Watchdog::watch() {
       continue;
     }
     const unsigned long armed_as = generation_;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds_ + grace_);
+    const double limit = seconds_ + margin_;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(limit + grace_);
     if (cv_.wait_until(lock, deadline, [&] { return quit_ || !armed_ || generation_ != armed_as; })) continue;
     // Not std::exit: the main thread is blocked inside MPI, and only an exit without clean-up is safe.
-    std::cerr << "rnn_dist: error: " << who_ << ": step " << step_ << ": " << what_ << " did not complete within " << seconds_
+    std::cerr << "rnn_dist: error: " << who_ << ": " << (step_ > 0 ? cat("step ", step_, ": ") : "") << what_
+              << " did not complete within " << limit
               << " s: a peer rank has probably died or hangs (--comm-timeout); ending the job" << std::endl;
     std::_Exit(3);
   }

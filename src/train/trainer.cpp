@@ -7,8 +7,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cctype>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -37,29 +40,44 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 volatile std::sig_atomic_t g_stop_signal = 0;
 extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
 
-// A test hook: RNN_DIST_TEST_FAIL="RANK:STEP" makes that rank throw before that step, "RANK:STEP:kill"
-// makes it die of SIGKILL there, and "RANK:STEP:hang" makes it wait forever, to prove that one rank's
-// failure ends every rank.
-void injected_failure(int rank, int64_t step) {
+// A test hook: RNN_DIST_TEST_FAIL="RANK:AT" makes that rank throw at AT, "RANK:AT:kill" makes it die of
+// SIGKILL there, and "RANK:AT:hang" makes it wait forever, to prove that one rank's failure ends every
+// rank. AT is a step (before that step), "check" (where the placement is judged, after the node-level
+// gather) or "connect" (while the ranks connect).
+void injected_failure(int rank, const char* at) {
   static const char* spec = std::getenv("RNN_DIST_TEST_FAIL");
   if (!spec) return;
   int r = -1;
-  long long s = -1;
-  char how[8] = "";
-  if (std::sscanf(spec, "%d:%lld:%7s", &r, &s, how) < 2 || r != rank || s != step) return;
+  char where[16] = "", how[8] = "";
+  if (std::sscanf(spec, "%d:%15[^:]:%7s", &r, where, how) < 2 || r != rank || std::strcmp(where, at) != 0) return;
   if (std::string(how) == "kill") std::raise(SIGKILL);
   if (std::string(how) == "hang")
     for (;;) pause();
-  throw Error(cat("RNN_DIST_TEST_FAIL: injected failure at step ", step));
+  const bool step = std::isdigit(static_cast<unsigned char>(*at));
+  throw Error(cat("RNN_DIST_TEST_FAIL: injected failure at ", step ? "step " : "", at));
 }
+void injected_failure(int rank, int64_t step) {
+  if (!std::getenv("RNN_DIST_TEST_FAIL")) return;
+  char at[24];
+  std::snprintf(at, sizeof(at), "%lld", static_cast<long long>(step));
+  injected_failure(rank, at);
+}
+
+// How long the watchdog waits beyond NCCL's own deadline, for NCCL's abort to return (it may block on a
+// peer that hangs: NVIDIA/nccl#863).
+constexpr double kNcclAbortMargin = 10;
 
 class Trainer {
  public:
   Trainer(const TrainerConfig& c, Topology& topo) : c_(c), topo_(topo), lead_(topo.world_rank() == 0) {}
+  ~Trainer();
   // Set-up is local to the rank (no collective, so a rank that fails cannot leave the others waiting);
-  // check_ranks_agree() then compares the ranks' plans in one collective.
+  // check_ranks_agree() then compares the ranks' plans and placement, and connect() (after every rank has
+  // agreed that the job can run) creates the communicators; train() agrees on the errors of each.
   void setup();
   void check_ranks_agree();
+  void connect();
+  void connected();
   int run();
   DeviceType choose_device();
 
@@ -91,7 +109,8 @@ class Trainer {
   Topology nccl_topo_;
   Topology* reduce_topo_ = nullptr;
   Tensor scratch_;
-  std::optional<Watchdog> watchdog_;  // deadline of the MPI collectives of a step, with several ranks
+  std::optional<Watchdog> watchdog_;  // deadline of the set-up and of each step's collectives, with several ranks
+  double grace_ = 0;                  // this rank's addition to --comm-timeout (see connect())
   std::unique_ptr<Model> model_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
@@ -197,7 +216,7 @@ DeviceType Trainer::choose_device() {
 
 void Trainer::check_ranks_agree() {
   // Every rank must plan the same number of steps, or one would wait forever in a collective; and train
-  // on the same kind of device.
+  // on the same kind of device. These verdicts come from all-reduced values, so every rank reaches them.
   const int64_t cuda = backend_->device().type == DeviceType::cuda;
   int64_t v[6] = {total_steps_, -total_steps_, topo_.local_size(), -topo_.local_size(), cuda, -cuda};
   topo_.world->allreduce_max(v, 6);
@@ -205,6 +224,8 @@ void Trainer::check_ranks_agree() {
   if (c_.allreduce == "hierarchical" && v[2] != -v[3])
     throw InputError("--allreduce hierarchical needs the same number of ranks on every node");
   if (v[4] != -v[5]) throw InputError("--device auto chose a GPU on some ranks and the CPU on others: set --device");
+  // This one is reached by the ranks of one node only, so no rank may act on it before train() has agreed
+  // on it over the world: the other nodes would otherwise go on into NCCL's set-up and wait there forever.
   if (cuda) {
     // Two ranks of a node on one GPU (each sees a single GPU, but the same one) would compete for it.
     const std::vector<std::string> names = topo_.node->allgather_strings(backend_->device_name());
@@ -215,15 +236,25 @@ void Trainer::check_ranks_agree() {
                                names[a], "): give each rank its own GPU (srun --gpus-per-task=1, or one rank per "
                                "visible GPU)"));
   }
+  injected_failure(topo_.world_rank(), "check");
+}
+
+void Trainer::connect() {
+  // Rank 0 reports first; the others, waiting for the same hung rank, a little later (one message). NCCL's
+  // set-up blocks without a deadline (a rank that fails or hangs in it holds the others there), so it runs
+  // under the watchdog, which stays armed until every rank has agreed that it went well (connected()).
+  if (topo_.world_size() > 1) {
+    grace_ = lead_ ? 0.0 : std::min(10.0, c_.comm_timeout);
+    watchdog_.emplace(c_.comm_timeout, grace_, cat("rank ", topo_.world_rank(), " (", topo_.host, ")"));
+    watchdog_->arm("the set-up of the communicators", 0);
+  }
+  injected_failure(topo_.world_rank(), "connect");
   // On GPUs the gradients live in device memory: they are summed by NCCL, bootstrapped over MPI. A single
-  // rank sums nothing (allreduce_sum returns at once) and starts no NCCL.
-  const bool nccl = cuda && topo_.world_size() > 1;
-  if (nccl) nccl_topo_ = make_nccl_topology(topo_, *backend_, c_.comm_timeout);
+  // rank sums nothing (allreduce_sum returns at once) and starts no NCCL. NCCL's deadline has the same
+  // grace as the watchdog's, so that rank 0 reports there too.
+  const bool nccl = backend_->device().type == DeviceType::cuda && topo_.world_size() > 1;
+  if (nccl) nccl_topo_ = make_nccl_topology(topo_, *backend_, c_.comm_timeout + grace_);
   reduce_topo_ = nccl ? &nccl_topo_ : &topo_;
-  // Rank 0 reports first; the others, waiting for the same hung rank, a little later (one message).
-  if (topo_.world_size() > 1)
-    watchdog_.emplace(c_.comm_timeout, lead_ ? 0.0 : std::min(10.0, c_.comm_timeout),
-                      cat("rank ", topo_.world_rank(), " (", topo_.host, ")"));
   scratch_ = Tensor(*backend_, {0});
   if (c_.verbose) {
     const Device d = backend_->device();
@@ -234,6 +265,19 @@ void Trainer::check_ranks_agree() {
                                       : cat(", ", math_mode_name(math_mode_of(c_)), " matrix products")));
     if (lead_)
       for (const std::string& l : lines) std::cout << "placement: " << l << std::endl;
+  }
+}
+
+void Trainer::connected() {
+  if (watchdog_) watchdog_->disarm();
+}
+
+Trainer::~Trainer() {
+  // Destroying NCCL communicators waits for their peers, which may be gone: under the deadline too.
+  if (watchdog_ && nccl_topo_.world) {
+    watchdog_->arm("the shutdown of the NCCL communicators", pos_.step);
+    nccl_topo_ = Topology();
+    watchdog_->disarm();
   }
 }
 
@@ -418,8 +462,10 @@ int Trainer::run() {
       // requests (a signal on any rank stops every rank after this step).
       float totals[Model::kReduceSlots] = {static_cast<float>(loss_sum), static_cast<float>(batch.tokens())};
       backend.upload(model.grads().data() + n, totals, sizeof(totals));
-      // MPI collectives run under the watchdog; NCCL ones have their own deadline.
-      if (watchdog_ && reduce_topo_ == &topo_) watchdog_->arm("the gradient all-reduce", pos_.step + 1);
+      // Under the watchdog; NCCL's collectives have a deadline of their own, which the watchdog backs with
+      // a margin in case NCCL's abort blocks too.
+      if (watchdog_)
+        watchdog_->arm("the gradient all-reduce", pos_.step + 1, reduce_topo_ == &topo_ ? 0.0 : kNcclAbortMargin);
       try {
         allreduce_sum(*reduce_topo_, algo, model.grads().data(), n + Model::kReduceSlots, scratch_);
       } catch (const Error& e) {
@@ -509,6 +555,8 @@ int train(const TrainerConfig& config, Topology& topo) {
   Trainer trainer(config, topo);
   if (int rc = agree_on_errors(topo, [&] { trainer.setup(); })) return rc;
   if (int rc = agree_on_errors(topo, [&] { trainer.check_ranks_agree(); })) return rc;
+  if (int rc = agree_on_errors(topo, [&] { trainer.connect(); })) return rc;
+  trainer.connected();
   try {
     return trainer.run();
   } catch (const Error& e) {

@@ -44,6 +44,30 @@ rc=$?
   && ok "a hanging rank: the watchdog ends the job in $((SECONDS - start)) s (rc $rc), one message" \
   || bad "hanging rank: rc $rc after $((SECONDS - start)) s: $(head -5 err)"
 
+# A placement refused on one node only (emulated nodes: 4 ranks, 2 per node; rank 2 fails where the
+# duplicate-GPU verdict is taken, after the node-level gather): every rank agrees on it before any rank
+# connects, where on GPUs the other node would wait in NCCL's set-up forever. One message, exit 1, and no
+# placement lines (--verbose prints them only once connected).
+start=$SECONDS
+RNN_DIST_TEST_FAIL=2:check timeout 60 mpirun --oversubscribe -np 4 "$BUILD/rnn_dist" train $A --max-steps 5 \
+  --ranks-per-node 2 --verbose --comm-timeout 5 > out 2> err
+rc=$?
+[ $rc -eq 1 ] && [ $((SECONDS - start)) -lt 30 ] && [ "$(grep -c 'rnn_dist: error' err)" -eq 1 ] \
+  && grep -q "rnn_dist: error: rank 2: RNN_DIST_TEST_FAIL: injected failure at check" err && ! grep -q "^placement:" out \
+  && ok "a placement refused on one node ends every rank before they connect ($((SECONDS - start)) s), one message" \
+  || bad "placement refused on one node: rc $rc after $((SECONDS - start)) s: $(head -5 err) $(grep placement out | head -2)"
+
+# A rank that hangs while the ranks connect (on GPUs: inside NCCL's set-up, which has no deadline of its
+# own): the watchdog is armed from the start of the set-up to the agreement after it, so rank 0 ends the
+# job with one message.
+start=$SECONDS
+RNN_DIST_TEST_FAIL=1:connect:hang timeout 60 $MPI "$BUILD/rnn_dist" train $A --max-steps 5 --comm-timeout 3 > out 2> err
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $((SECONDS - start)) -lt 30 ] && [ "$(grep -c 'rnn_dist: error' err)" -eq 1 ] \
+  && grep -q "rnn_dist: error: rank 0 (.*): the set-up of the communicators did not complete within 3 s" err \
+  && ok "a rank hanging in the set-up: the watchdog ends the job in $((SECONDS - start)) s (rc $rc), one message" \
+  || bad "hang in the set-up: rc $rc after $((SECONDS - start)) s: $(head -5 err)"
+
 # A rank killed (SIGKILL) mid-training: the others end within 30 s; --resume from the last checkpoint
 # then reaches the parameters of an uninterrupted run (bitwise: same ranks, same threads).
 $MPI "$BUILD/rnn_dist" train $A --max-steps 16 --checkpoint-dir full > log.full 2>&1 || bad "uninterrupted: $(tail -1 log.full)"

@@ -26,7 +26,10 @@ std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap, Ba
 // The NCCL mirror of an MPI topology, for allreduce_sum() over device memory: the world communicator as
 // above, and the node-level and cross-node communicators split from it with ncclCommSplit, with the same
 // members and rank order as mpi.node and mpi.cross (which bootstrap their barrier() and
-// allgather_strings(); `mpi` must outlive the result). Collective over mpi.world.
+// allgather_strings(); `mpi` must outlive the result). Collective over mpi.world. Every rank takes part
+// in both splits before their ranks are checked; when a step fails, what was created is aborted (not
+// destroyed, which would wait for the peers) and the error thrown. The set-up itself has no deadline: the
+// trainer runs it under its watchdog.
 Topology make_nccl_topology(Topology& mpi, Backend& backend, double timeout_seconds = 300);
 
 }  // namespace rnn_dist

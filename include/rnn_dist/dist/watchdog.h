@@ -2,7 +2,8 @@
 // that hangs (a stalled file system, a deadlock) would leave every other rank waiting forever: armed
 // around a collective, the watchdog ends this process when the collective has not returned in time, and
 // the launcher (mpirun, or srun --kill-on-bad-exit) then ends every rank. NCCL's collectives have their
-// own deadline (cuda/nccl_communicator.h); both follow --comm-timeout.
+// own deadline (cuda/nccl_communicator.h), and the watchdog backs it with a margin, in case NCCL's abort
+// blocks too; both follow --comm-timeout.
 #pragma once
 
 #include <condition_variable>
@@ -23,10 +24,11 @@ class Watchdog {
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
 
-  // Starts the clock for collective `what` (a string literal, "the gradient all-reduce") of `step`;
-  // disarm() stops it. If it runs out, one line goes to stderr and the process exits with status 3. Arming
-  // allocates nothing: it happens every training step.
-  void arm(const char* what, int64_t step);
+  // Starts the clock for collective `what` (a string literal, "the gradient all-reduce") of `step` (0:
+  // before the first step); disarm() stops it. The limit is `seconds` + `margin` (+ grace). If it runs
+  // out, one line goes to stderr and the process exits with status 3. Arming allocates nothing: it happens
+  // every training step.
+  void arm(const char* what, int64_t step, double margin = 0);
   void disarm();
 
  private:
@@ -38,6 +40,7 @@ class Watchdog {
   std::condition_variable cv_;
   const char* what_ = "";
   int64_t step_ = 0;
+  double margin_ = 0;
   bool armed_ = false, quit_ = false;
   unsigned long generation_ = 0;  // counts arm() calls, so that a re-arm restarts the clock
   std::thread thread_;            // last: starts once the members above exist
