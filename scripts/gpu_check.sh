@@ -122,7 +122,9 @@ run() {
   fi
 
   # Time limits throughout: a hang (a driver or NCCL problem) must not eat the device time of the checks after it.
-  timeout 240 "$bin/test_cuda_backend" --gtest_output="xml:$out/gpu_tests.xml" 2>&1 | tee "$out/gpu_tests.log"
+  # The tests and the short runs wait for every kernel (RNN_DIST_CUDA_SYNC=1), so that a kernel's error
+  # names its launch; the benchmark does not.
+  RNN_DIST_CUDA_SYNC=1 timeout 240 "$bin/test_cuda_backend" --gtest_output="xml:$out/gpu_tests.xml" 2>&1 | tee "$out/gpu_tests.log"
   local rc=${PIPESTATUS[0]}
   [[ $rc -eq 124 ]] && note "FAIL gpu tests timed out after 240 s (see gpu_tests.log for the last test started)"
   if grep -q "SKIPPED" "$out/gpu_tests.log" && ! grep -q "PASSED  \] [1-9]" "$out/gpu_tests.log"; then
@@ -146,7 +148,7 @@ run() {
   local dev
   for dev in cpu cuda; do
     rm -rf "$work/ckpt_$dev"
-    if timeout 180 "$bin/rnn_dist" "${args[@]}" --device "$dev" --threads 4 --checkpoint-dir "$work/ckpt_$dev" \
+    if RNN_DIST_CUDA_SYNC=1 timeout 180 "$bin/rnn_dist" "${args[@]}" --device "$dev" --threads 4 --checkpoint-dir "$work/ckpt_$dev" \
         >"$out/train_$dev.log" 2>&1; then
       note "PASS train --device $dev: $(grep -i 'tokens/s' "$out/train_$dev.log" | tail -1)"
     else
