@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages rnn_dist needs when any is missing: as root with apt-get, otherwise it
 # prints the one command to run and fails. Sourced by scripts/test.sh, demo.sh, fuzz.sh and sanitize.sh.
-RNN_DIST_PACKAGES="build-essential cmake pkg-config libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools libboost-program-options-dev libopenblas-dev libgtest-dev fortunes slurm-wlm munge"
+RNN_DIST_PACKAGES="build-essential cmake pkg-config libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools libboost-program-options-dev libopenblas-dev libgtest-dev fortunes slurm-wlm munge iproute2"
 
 rnn_dist_install_deps() {
   local missing=()

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "rnn_dist/data/h5.h"
+#include "rnn_dist/train/fault_injection.h"
 #include "rnn_dist/util/atomic_file.h"
 #include "rnn_dist/util/error.h"
 
@@ -136,6 +137,7 @@ void write_checkpoint(const std::string& dir, int keep, Model& model, Optimizer&
     }
     f.flush();
   }
+  injected_failure(0, "write");  // only rank 0 writes
   out.commit();
   remove_stale_temporaries(dir, out.temp_path());
 

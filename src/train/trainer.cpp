@@ -2,16 +2,11 @@
 // all-reduce, the optimizer, logging, validation, checkpoints, signals and the non-finite-step policy.
 #include "rnn_dist/train/trainer.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cctype>
 #include <csignal>
-#include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -25,6 +20,7 @@
 #include "rnn_dist/dist/rank_errors.h"
 #include "rnn_dist/dist/watchdog.h"
 #include "rnn_dist/train/checkpoint.h"
+#include "rnn_dist/train/fault_injection.h"
 #include "rnn_dist/train/read_ahead.h"
 #include "rnn_dist/train/step_source.h"
 #include "rnn_dist/train/stream.h"
@@ -39,29 +35,6 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 
 volatile std::sig_atomic_t g_stop_signal = 0;
 extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
-
-// A test hook: RNN_DIST_TEST_FAIL="RANK:AT" makes that rank throw at AT, "RANK:AT:kill" makes it die of
-// SIGKILL there, and "RANK:AT:hang" makes it wait forever, to prove that one rank's failure ends every
-// rank. AT is a step (before that step), "check" (where the placement is judged, after the node-level
-// gather) or "connect" (while the ranks connect).
-void injected_failure(int rank, const char* at) {
-  static const char* spec = std::getenv("RNN_DIST_TEST_FAIL");
-  if (!spec) return;
-  int r = -1;
-  char where[16] = "", how[8] = "";
-  if (std::sscanf(spec, "%d:%15[^:]:%7s", &r, where, how) < 2 || r != rank || std::strcmp(where, at) != 0) return;
-  if (std::string(how) == "kill") std::raise(SIGKILL);
-  if (std::string(how) == "hang")
-    for (;;) pause();
-  const bool step = std::isdigit(static_cast<unsigned char>(*at));
-  throw Error(cat("RNN_DIST_TEST_FAIL: injected failure at ", step ? "step " : "", at));
-}
-void injected_failure(int rank, int64_t step) {
-  if (!std::getenv("RNN_DIST_TEST_FAIL")) return;
-  char at[24];
-  std::snprintf(at, sizeof(at), "%lld", static_cast<long long>(step));
-  injected_failure(rank, at);
-}
 
 // How long the watchdog waits beyond NCCL's own deadline, for NCCL's abort to return (it may block on a
 // peer that hangs: NVIDIA/nccl#863).

@@ -1,0 +1,37 @@
+// RNN_DIST_TEST_FAIL (see fault_injection.h).
+#include "rnn_dist/train/fault_injection.h"
+
+#include <unistd.h>
+
+#include <cctype>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "rnn_dist/util/error.h"
+
+namespace rnn_dist {
+
+void injected_failure(int rank, const char* at) {
+  static const char* spec = std::getenv("RNN_DIST_TEST_FAIL");
+  if (!spec) return;
+  int r = -1;
+  char where[16] = "", how[8] = "";
+  if (std::sscanf(spec, "%d:%15[^:]:%7s", &r, where, how) < 2 || r != rank || std::strcmp(where, at) != 0) return;
+  if (std::string(how) == "kill") std::raise(SIGKILL);
+  if (std::string(how) == "hang")
+    for (;;) pause();
+  const bool step = std::isdigit(static_cast<unsigned char>(*at));
+  throw Error(cat("RNN_DIST_TEST_FAIL: injected failure at ", step ? "step " : "", at));
+}
+
+void injected_failure(int rank, int64_t step) {
+  if (!std::getenv("RNN_DIST_TEST_FAIL")) return;
+  char at[24];
+  std::snprintf(at, sizeof(at), "%lld", static_cast<long long>(step));
+  injected_failure(rank, at);
+}
+
+}  // namespace rnn_dist
