@@ -17,6 +17,15 @@
 : "${RNN_DIST_CHECK:=1}"
 : "${RNN_DIST_REQUEUE_WITHIN:=600}"
 
+# Open MPI notices a node that stopped answering (a partition, a hung kernel) only through TCP keepalive
+# on its daemons' connections: by default after about 8 minutes, and never once mpirun has data queued
+# for that node, which it has as soon as a rank's own deadline (--comm-timeout) has ended it. Detection in
+# time + intvl x probes = 20 s, below --comm-timeout (300 s by default; keep it so), lets mpirun end the
+# whole job, on every node, before that.
+export OMPI_MCA_oob_tcp_keepalive_time=${OMPI_MCA_oob_tcp_keepalive_time:-10}
+export OMPI_MCA_oob_tcp_keepalive_intvl=${OMPI_MCA_oob_tcp_keepalive_intvl:-2}
+export OMPI_MCA_oob_tcp_keepalive_probes=${OMPI_MCA_oob_tcp_keepalive_probes:-5}
+
 rnn_dist_log() { echo "[$(date '+%F %T')] job ${SLURM_JOB_ID:-?}: $*"; }
 
 # Sets RNN_DIST_LAUNCH to the command that starts a program on every task of the job.

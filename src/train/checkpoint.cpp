@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 
 #include "rnn_dist/data/h5.h"
@@ -137,7 +138,7 @@ void write_checkpoint(const std::string& dir, int keep, Model& model, Optimizer&
     }
     f.flush();
   }
-  injected_failure(0, "write");  // only rank 0 writes
+  if (std::getenv("RNN_DIST_TEST_FAIL")) injected_failure(0, cat("write@", pos.step).c_str());  // rank 0 writes
   out.commit();
   remove_stale_temporaries(dir, out.temp_path());
 

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Node faults on a 2-node cluster (tests/cluster/cluster.sh), 2 ranks per node, mpirun from the login
+# node: a crashed node (every process of node2 killed mid-step), a partition (node2's link taken down
+# mid-step) and rank 0's node lost while it writes a checkpoint. Each must end with every process of the
+# job gone on every node, mpirun returned, within --comm-timeout + 30 s, at most one error message per
+# surviving node, the previous checkpoint intact, and --resume reaching the uninterrupted run's parameters
+# bitwise. mpirun runs with the TCP keepalive that jobs/common.sh sets, and --comm-timeout 30 (above the
+# keepalive's 20 s, as the job scripts say); without the keepalive, mpirun waits for an unreachable node's
+# daemon for about 8 minutes, or for ever. $1 = build directory.
+NODES=2
+source "$(dirname "$0")/lib.sh"
+hostfile h22 2 2
+make_data || bad "rnn_prep"
+eval "$(bash -c "source '$HOME_DIR/jobs/common.sh'; export -p" | grep OMPI_MCA_oob_tcp_keepalive)"
+TIMEOUT=30
+export RNN_DIST_TEST_FAIL=
+M="--train data/train.h5 --embed 16 --hidden 64 --layers 2 --batch-size 4 --seed 3 --epochs 100 --max-steps 120 --save-every 20"
+M="$M --log-every 1 --comm-timeout $TIMEOUT"
+train() { mpi h22 4 -x RNN_DIST_TEST_FAIL "$BIN/rnn_dist" train $M "$@"; }
+
+RNN_DIST_TEST_FAIL= train --checkpoint-dir ref > ref.out 2>&1 && [ -f ref/step-00000120.h5 ] \
+  && ok "uninterrupted run: 120 steps" || bad "uninterrupted run: $(tail -3 ref.out)"
+
+# FAULT NAME [WHEN]: starts a run into checkpoint directory NAME, waits until WHEN (a command; default:
+# step 30 has begun), applies FAULT (a command), then checks how the job ended.
+fault() {
+  local what=$1 name=$2 when=${3:-"grep -q '^epoch [0-9]* step 30/' $2.out"}
+  train --checkpoint-dir "$name" > "$name.out" 2> "$name.err" &
+  local pid=$! start
+  for _ in $(seq 600); do eval "$when" && break; sleep 0.05; done
+  start=$SECONDS
+  eval "$what"
+  local limit=$((TIMEOUT + 30))
+  while kill -0 $pid 2>/dev/null && [ $((SECONDS - start)) -le $limit ]; do sleep 0.5; done
+  local took=$((SECONDS - start))
+  if kill -0 $pid 2>/dev/null; then
+    bad "$name: mpirun still running $took s after the fault"
+    for node in head $NODES; do bash "$CLUSTER" kill "$D" $node; done
+  fi
+  wait $pid
+  rc=$?
+  sleep 1  # what the launcher's end leaves behind has had a moment to go
+  left=$(procs_left)
+  errors=$(grep -c 'rnn_dist: error' "$name.err")
+  [ $rc -ne 0 ] && [ $took -le $limit ] && [ -z "$left" ] && [ "$errors" -le 1 ] && [ ! -f "$name/step-00000120.h5" ] \
+    && ok "$name: mpirun returned $took s after the fault (rc $rc), nothing left on any node, $errors error line(s)" \
+    || bad "$name: rc $rc after $took s; left: ${left:-nothing}; $errors error lines: $(grep 'rnn_dist: error' "$name.err" | head -3)"
+}
+
+# Resumes NAME to the end and compares with the uninterrupted run.
+resume() {
+  local name=$1 from=$2
+  RNN_DIST_TEST_FAIL= train --resume --checkpoint-dir "$name" > "$name.resume" 2>&1
+  grep -q "resumed from $name/step-$(printf %08d "$from").h5" "$name.resume" \
+    && h5diff ref/step-00000120.h5 "$name/step-00000120.h5" /model > "$name.diff" 2>&1 \
+    && ok "$name: --resume from step $from reaches the uninterrupted parameters bitwise" \
+    || bad "$name: resume: $(grep -E 'resumed|error' "$name.resume" | head -2) $(head -2 "$name.diff")"
+}
+last_step() { ls "$1"/step-*.h5 2>/dev/null | tail -1 | sed 's/.*step-0*\([0-9]*\)\.h5/\1/'; }
+
+# A crashed node: every process of node2 (its daemon and its two ranks) killed mid-step.
+fault "bash $CLUSTER kill $D node2" crash
+resume crash "$(last_step crash)"
+
+# A partition: node2's link down mid-step. Its ranks and the others stop at their deadline; mpirun and
+# both daemons notice the lost connection through the keepalive and end the job.
+fault "bash $CLUSTER cut $D node2" partition
+bash "$CLUSTER" heal "$D" node2
+grep -q "ORTE has lost communication with a remote daemon" partition.err && ok "partition: mpirun names the lost daemon" \
+  || bad "partition: no lost-daemon report: $(head -5 partition.err)"
+resume partition "$(last_step partition)"
+
+# Rank 0's node lost while it writes the checkpoint of step 40 (the write is held there by the test
+# hook): the checkpoint of step 20 survives, the half-written file never becomes a checkpoint, and the
+# resume uses step 20.
+RNN_DIST_TEST_FAIL=0:write@40:hang fault "bash $CLUSTER kill $D node1" write "ls write/ 2>/dev/null | grep -q 'step-00000040.h5.*tmp'"
+[ "$(ls write | grep -c '^step-.*\.h5$')" = 1 ] && "$BIN/rnn_dist" info write/step-00000020.h5 > /dev/null \
+  && ok "write: step 20 intact and the only checkpoint ($(ls write | tr '\n' ' '))" || bad "write: checkpoints $(ls write | tr '\n' ' ')"
+resume write 20
+ls write | grep -q tmp && bad "write: the temporary file outlived the resumed run: $(ls write)" \
+  || ok "write: the resumed run removed the half-written file"
+
+finish
