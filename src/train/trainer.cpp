@@ -39,6 +39,8 @@ extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
 // How long the watchdog waits beyond NCCL's own deadline, for NCCL's abort to return (it may block on a
 // peer that hangs: NVIDIA/nccl#863).
 constexpr double kNcclAbortMargin = 10;
+// How much longer than --comm-timeout the other ranks wait for rank 0 to write a checkpoint.
+constexpr double kCheckpointWriteAllowance = 600;
 
 class Trainer {
  public:
@@ -61,6 +63,13 @@ class Trainer {
   std::pair<double, double> evaluate(const SequenceFile& file);
   void report_eval(const char* kind, const SequenceFile& file, int64_t epoch);
   void log_step(int64_t epoch, float lr, double norm);
+  // The watchdog around a collective outside the step's own (nothing with a single rank).
+  void arm(const char* what, double margin = 0) {
+    if (watchdog_) watchdog_->arm(what, pos_.step, margin);
+  }
+  void disarm() {
+    if (watchdog_) watchdog_->disarm();
+  }
   // In stream mode: every rank's columns of the carried state gathered into one global tensor
   // (2 x layers x columns x hidden), for the checkpoint; and the reverse.
   std::vector<float> gather_stream_state();
@@ -330,12 +339,19 @@ void Trainer::save() {
   pos_.steps_per_epoch = source_->steps_per_epoch();
   if (c_.checkpoint_dir.empty()) return;
   pos_.stream_state.clear();
-  if (c_.batching == "stream") pos_.stream_state = gather_stream_state();
+  if (c_.batching == "stream") {
+    arm("the gather of the stream state");
+    pos_.stream_state = gather_stream_state();
+    disarm();
+  }
   if (lead_)
     write_checkpoint(c_.checkpoint_dir, c_.keep, *model_, *optimizer_, train_->tokenizer(), train_->vocab(), pos_);
-  // The other ranks wait for the write here rather than in the next step's collective, whose deadline
-  // (--comm-timeout) is for hangs, not for a slow file system.
+  // The other ranks wait for the write here rather than in the next step's collective: they allow a slow
+  // file system kCheckpointWriteAllowance seconds beyond --comm-timeout, and rank 0, which has written,
+  // the plain limit, so that a rank lost meanwhile still ends the job.
+  arm("the barrier after a checkpoint", lead_ ? 0.0 : kCheckpointWriteAllowance);
   topo_.world->barrier();
+  disarm();
 }
 
 std::pair<double, double> Trainer::evaluate(const SequenceFile& file) {
@@ -357,7 +373,9 @@ std::pair<double, double> Trainer::evaluate(const SequenceFile& file) {
       acc[1] += double(s.tokens);
     }
   }
+  arm("the all-reduce of an evaluation");
   topo_.world->allreduce_sum(acc, 2);
+  disarm();
   return {acc[0], acc[1]};
 }
 

@@ -119,8 +119,9 @@ EOF
   cat >"$DIR/mpirun" <<EOF
 #!/bin/sh
 # mpirun across the cluster in $DIR: every node of the hostfile through the rsh agent, TCP on its subnet.
+# The nodes share this machine's cores, which each would otherwise bind its first rank to: no binding.
 exec mpirun --mca plm_rsh_agent "$DIR/rsh" --mca btl tcp,vader,self --mca btl_tcp_if_include $SUBNET \\
-  --mca oob_tcp_if_include $SUBNET --mca plm_rsh_no_tree_spawn 1 "\$@"
+  --mca oob_tcp_if_include $SUBNET --mca plm_rsh_no_tree_spawn 1 --bind-to none "\$@"
 EOF
   chmod +x "$DIR/mpirun"
   for name in $NODES; do echo "10.77.$tag.${name#node} slots=2"; done >"$DIR/hostfile"

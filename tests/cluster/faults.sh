@@ -28,6 +28,7 @@ fault() {
   train --checkpoint-dir "$name" > "$name.out" 2> "$name.err" &
   local pid=$! start
   for _ in $(seq 600); do eval "$when" && break; sleep 0.05; done
+  [ -f "$name/step-00000120.h5" ] && bad "$name: the run ended before the fault"
   start=$SECONDS
   eval "$what"
   local limit=$((TIMEOUT + 30))
@@ -39,8 +40,8 @@ fault() {
   fi
   wait $pid
   rc=$?
-  sleep 1  # what the launcher's end leaves behind has had a moment to go
-  left=$(procs_left)
+  # The daemons of other nodes may still be on their way out: they have until the limit.
+  while left=$(procs_left); [ -n "$left" ] && [ $((SECONDS - start)) -le $limit ]; do sleep 0.5; done
   errors=$(grep -c 'rnn_dist: error' "$name.err")
   [ $rc -ne 0 ] && [ $took -le $limit ] && [ -z "$left" ] && [ "$errors" -le 1 ] && [ ! -f "$name/step-00000120.h5" ] \
     && ok "$name: mpirun returned $took s after the fault (rc $rc), nothing left on any node, $errors error line(s)" \
@@ -66,6 +67,7 @@ resume crash "$(last_step crash)"
 # both daemons notice the lost connection through the keepalive and end the job.
 fault "bash $CLUSTER cut $D node2" partition
 bash "$CLUSTER" heal "$D" node2
+reachable node2 || bad "node2 not reachable again after the partition"
 grep -q "ORTE has lost communication with a remote daemon" partition.err && ok "partition: mpirun names the lost daemon" \
   || bad "partition: no lost-daemon report: $(head -5 partition.err)"
 resume partition "$(last_step partition)"

@@ -50,6 +50,8 @@ cp -r "$REPO/jobs" "$HOME_DIR/"
 BIN=$HOME_DIR/build
 cd "$D/work"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Every node's ranks share this machine's cores: ranks waiting in MPI yield instead of spinning.
+export OMPI_MCA_mpi_yield_when_idle=1
 
 # on NODE CMD...: CMD on a node of the cluster, in the current directory.
 on() { bash "$CLUSTER" exec "$D" "$@"; }
@@ -57,7 +59,7 @@ on() { bash "$CLUSTER" exec "$D" "$@"; }
 mpi() {
   local hosts=$1 np=$2
   shift 2
-  on head "$D/mpirun" --hostfile "$hosts" -np "$np" "$@"
+  on head timeout 300 "$D/mpirun" --hostfile "$hosts" -np "$np" "$@"
 }
 # hostfile FILE SLOTS...: a hostfile with SLOTS[k] slots on node k+1.
 hostfile() {
@@ -68,6 +70,17 @@ hostfile() {
     echo "10.77.$TAG.$k slots=$slots" >>"$file"
     k=$((k + 1))
   done
+}
+# reachable NODE: waits (20 s at most) until head reaches NODE: a connection to a closed port is refused
+# at once when the address answers.
+reachable() {
+  local addr=10.77.$TAG.${1#node}
+  for _ in $(seq 40); do
+    on head timeout 2 bash -c "exec 3<>/dev/tcp/$addr/9" 2>/dev/null
+    [ $? -ne 124 ] && return 0
+    sleep 0.5
+  done
+  return 1
 }
 # procs_left: the processes still running on any node (holders excepted), one per line.
 procs_left() { for node in head $NODES; do bash "$CLUSTER" procs "$D" "$node" | sed "s/^/$node: /"; done; }

@@ -4,7 +4,8 @@
 # MPI reports, and unequal nodes (2 + 1) are refused for the hierarchical all-reduce; the same global
 # batch gives the parameters of 1 rank across nodes (2 x 2 ranks, flat and hierarchical, packed and stream
 # mode, 20 Adam steps, max relative difference <= 1e-5), and so does the design's own launch,
-# `mpirun -np 8 rnn_dist train`, over 4 nodes x 2 ranks. $1 = build directory.
+# `mpirun -np 8 rnn_dist train`, over 4 nodes x 2 ranks; `rnn_dist check` passes data and checkpoints on a
+# path every node shares and fails them on a node-local one. $1 = build directory.
 NODES=4
 source "$(dirname "$0")/lib.sh"
 hostfile h22 2 2
@@ -36,6 +37,22 @@ rc=$?
 [ $rc -eq 2 ] && [ "$(grep -c 'rnn_dist: error' train21.out)" -eq 1 ] \
   && grep -q "rnn_dist: error: --allreduce hierarchical needs the same number of ranks on every node" train21.out \
   && ok "train: unequal nodes refused for hierarchical, exit 2, one message" || bad "train 2 + 1: rc $rc: $(cat train21.out)"
+
+# Data and checkpoints: a directory every node sees passes the check's data and checkpoint-dir rows; the
+# same path on a node-local filesystem (each node mounts its own DIR/local) fails both, naming the ranks
+# of the node that cannot see rank 0's files.
+mpi h22 4 "$BIN/rnn_dist" check --train data/train.h5 --batch-size 2 --checkpoint-dir "$D/work/shared-ck" > shared.out 2>&1
+rc=$?
+[ $rc -eq 0 ] && grep -q "^PASS  data " shared.out && grep -q "^PASS  checkpoint-dir .*visible from all 4 ranks" shared.out \
+  && ok "check: data and checkpoint directory on a path every node shares pass" || bad "shared path: rc $rc: $(grep -E 'data|checkpoint' shared.out)"
+cp data/train.h5 "$D/node1/local/train.h5"
+mpi h22 4 "$BIN/rnn_dist" check --train "$D/local/train.h5" --batch-size 2 --checkpoint-dir "$D/local/ck" > local.out 2>&1
+rc=$?
+[ $rc -eq 1 ] && grep -q "^FAIL  data .*rank 2" local.out \
+  && grep -q "^FAIL  checkpoint-dir .*not visible from rank 2 on node2 (missing); rank 3 on node2 (missing)" local.out \
+  && ! grep -q "checkpoint-dir .*rank 1 on node1" local.out \
+  && ok "check: a node-local data file and checkpoint directory fail, naming node2's ranks" \
+  || bad "node-local path: rc $rc: $(grep -E -A1 'data|checkpoint' local.out)"
 
 # 1 rank with the global batch against 2 nodes x 2 ranks with a quarter each.
 same_answer() {
