@@ -41,6 +41,7 @@ namespace {
 struct CheckOptions {
   std::string config;
   TrainerConfig run;
+  bool full = false;  // read every token of the data files
 };
 
 po::options_description check_options(CheckOptions& o) {
@@ -49,6 +50,7 @@ po::options_description check_options(CheckOptions& o) {
       ("config", po::value(&o.config), "train's configuration file (key = value lines): the options below are read from it, other keys are ignored; the command line wins")
       ("train", po::value(&o.run.train), "training sequence file: readable from every rank, enough sequences for one global batch")
       ("valid", po::value(&o.run.valid), "validation sequence file: readable from every rank, same vocabulary")
+      ("full", po::bool_switch(&o.full), "also read every token of --train and --valid (the ranks share the work) and check each id, which training does only as it goes")
       ("batch-size", po::value(&o.run.batch.batch_size)->default_value(32), "sequences per rank and step")
       ("batch-tokens", po::value(&o.run.batch.batch_tokens)->default_value(0), "target tokens per rank and step (overrides --batch-size)")
       ("batching", po::value(&o.run.batching)->default_value("packed"), "packed (the sequence count is checked against the global batch) or stream")
@@ -346,7 +348,7 @@ Verdict check_nccl(const CheckOptions& o, Topology& topo, const std::vector<Fiel
 }
 
 // What one rank found about the data files: the kind of problem ("" = none) and its message.
-Fields data_fields(const CheckOptions& o, int world) {
+Fields data_fields(const CheckOptions& o, int world, int rank) {
   std::string train_info;
   try {
     const SequenceFile train = SequenceFile::open(o.run.train);
@@ -369,8 +371,23 @@ Fields data_fields(const CheckOptions& o, int world) {
                         o.run.batch.batch_tokens > 0 ? cat(o.run.batch.batch_tokens, " tokens") : cat(o.run.batch.batch_size, " sequences"),
                         " x ", world, " ranks");
     }
+    // --full: this rank's share of the tokens.
+    auto share = [&](const SequenceFile& f) {
+      f.validate_tokens(f.num_tokens() * rank / world, f.num_tokens() * (rank + 1) / world);
+    };
+    try {
+      if (o.full) share(train);
+    } catch (const InputError& e) {
+      return {"content", e.what()};
+    }
+    if (o.full) train_info += cat(", every token checked");
     if (!o.run.valid.empty()) {
       const SequenceFile valid = SequenceFile::open(o.run.valid);
+      try {
+        if (o.full) share(valid);
+      } catch (const InputError& e) {
+        return {"content", e.what()};
+      }
       valid.read_tokens(0, std::min<int64_t>(1, valid.num_sequences()), tokens);
       if (valid.vocab() != train.vocab())
         return {"vocab", cat(o.run.valid, ": vocabulary differs from the training file ", o.run.train)};
@@ -384,7 +401,7 @@ Fields data_fields(const CheckOptions& o, int world) {
 
 Verdict check_data(const CheckOptions& o, Topology& topo, const std::vector<Fields>& place) {
   if (o.run.train.empty()) return skip("data", "skipped: no --train given");
-  std::vector<Fields> got = gather_fields(*topo.world, data_fields(o, topo.world_size()));
+  std::vector<Fields> got = gather_fields(*topo.world, data_fields(o, topo.world_size(), topo.world_rank()));
   if (topo.world_rank() != 0) return {};
   std::vector<int> failed;
   for (int r = 0; r < static_cast<int>(got.size()); ++r)

@@ -6,10 +6,12 @@
 #include <cmath>
 #include <iomanip>
 #include <iostream>
+#include <limits>
 #include <numeric>
 
 #include "rnn_dist/backends/make_backend.h"
 #include "rnn_dist/cli/commands.h"
+#include "rnn_dist/cli/options.h"
 #include "rnn_dist/cuda/cuda_device.h"
 #include "rnn_dist/data/dataset.h"
 #include "rnn_dist/data/tokenizer.h"
@@ -36,6 +38,7 @@ bool parse(const Args& args, const po::options_description& desc, const char* us
   } catch (const po::error& e) {
     throw InputError(e.what());
   }
+  refuse_non_finite(vm);
   return true;
 }
 
@@ -97,6 +100,9 @@ int cmd_eval(const Args& args) {
     tokens += s.tokens;
   }
   const double loss = sum / double(std::max<int64_t>(tokens, 1));
+  if (!std::isfinite(std::exp(loss)))
+    throw Error(cat(checkpoint, ": the loss on ", data_path, " is ", loss, " (perplexity ", std::exp(loss),
+                    "): the checkpoint's parameters have diverged"));
   std::cout << std::fixed << std::setprecision(4) << "loss " << loss << "  perplexity " << std::exp(loss)
             << "  bits/token " << loss / std::log(2.0) << "  tokens " << tokens << "\n";
   if (json)
@@ -111,12 +117,14 @@ int cmd_sample(const Args& args) {
   float temperature = 1.0f;
   int top_k = 0;
   uint64_t seed = 1;
+  bool ignore_eos = false;
   po::options_description desc("rnn_dist sample options");
   desc.add_options()("help,h", "print this help and exit")
       ("checkpoint", po::value(&checkpoint)->required(), "checkpoint file")
       ("prime", po::value(&prime)->default_value(""), "text to start from")
-      ("length", po::value(&length)->default_value(200), "tokens to generate (stops early at </s>)")
-      ("temperature", po::value(&temperature)->default_value(1.0f), "softmax temperature (> 0)")
+      ("length", po::value(&length)->default_value(200), "tokens to generate (stops early at </s>, saying so on stderr)")
+      ("ignore-eos", po::bool_switch(&ignore_eos), "never generate </s>: always --length tokens")
+      ("temperature", po::value(&temperature)->default_value(1.0f), "softmax temperature (> 0; near 0: the most likely token)")
       ("top-k", po::value(&top_k)->default_value(0), "sample among the k most likely tokens (0 = all)")
       ("seed", po::value(&seed)->default_value(1), "sampling seed");
   if (!parse(args, desc, "usage: rnn_dist sample --checkpoint FILE [--prime TEXT] [options]")) return 0;
@@ -134,10 +142,18 @@ int cmd_sample(const Args& args) {
   Rng rng(seed);
   std::vector<int32_t> generated;
   std::vector<int32_t> order(logp.size());
+  std::vector<double> p(logp.size());
+  // <pad> and <s> are never generated, nor </s> with --ignore-eos.
+  auto allowed = [&](size_t i) { return i != kPadId && i != kBosId && !(ignore_eos && i == kEosId); };
+  bool stopped = false;
   for (int64_t n = 0; n < length; ++n) {
-    std::vector<double> p(logp.size());
-    for (size_t i = 0; i < p.size(); ++i) p[i] = std::exp(double(logp[i]) / temperature);
-    p[kPadId] = p[kBosId] = 0;  // never generated
+    // In log space, from the largest: exp(logp / T) alone underflows to 0 for every token at small T.
+    double top = -std::numeric_limits<double>::infinity();
+    for (size_t i = 0; i < p.size(); ++i)
+      if (allowed(i)) top = std::max(top, double(logp[i]) / temperature);
+    if (!std::isfinite(top))
+      throw Error(cat(checkpoint, ": the model's log-probabilities are not finite (have its parameters diverged?)"));
+    for (size_t i = 0; i < p.size(); ++i) p[i] = allowed(i) ? std::exp(double(logp[i]) / temperature - top) : 0.0;
     if (top_k > 0 && static_cast<size_t>(top_k) < p.size()) {
       std::iota(order.begin(), order.end(), 0);
       std::nth_element(order.begin(), order.begin() + top_k, order.end(), [&](int a, int b) { return p[a] > p[b]; });
@@ -145,12 +161,18 @@ int cmd_sample(const Args& args) {
     }
     double r = rng.uniform() * std::accumulate(p.begin(), p.end(), 0.0);
     int32_t next = 0;
-    while (next + 1 < static_cast<int32_t>(p.size()) && (r -= p[next]) > 0) ++next;
-    if (next == kEosId) break;
+    while (next + 1 < static_cast<int32_t>(p.size()) && (p[next] == 0 || (r -= p[next]) > 0)) ++next;
+    if (next == kEosId) {
+      stopped = true;
+      break;
+    }
     generated.push_back(next);
     logp = model->step(next, h, c);
   }
   std::cout << prime << tokenizer.decode(generated) << "\n";
+  if (stopped)
+    std::cerr << "sample: stopped at </s> after " << generated.size() << " of --length " << length
+              << " tokens (--ignore-eos goes on)" << std::endl;
   return 0;
 }
 

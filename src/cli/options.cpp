@@ -1,6 +1,7 @@
 // Option parsing and start-up shared by the MPI subcommands (see options.h).
 #include "rnn_dist/cli/options.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 
@@ -10,6 +11,17 @@
 namespace po = boost::program_options;
 
 namespace rnn_dist {
+
+void refuse_non_finite(const po::variables_map& vm) {
+  for (const auto& [name, value] : vm) {
+    double v = 0;
+    if (const auto* f = boost::any_cast<float>(&value.value()))
+      v = *f;
+    else if (const auto* d = boost::any_cast<double>(&value.value()))
+      v = *d;
+    if (!std::isfinite(v)) throw InputError(cat("--", name, " must be a finite number (got ", v, ")"));
+  }
+}
 
 ParsedOptions parse_options(const Args& args, const po::options_description& desc, bool config_ignores_unknown,
                             int& ranks_per_node) {
@@ -33,6 +45,7 @@ ParsedOptions parse_options(const Args& args, const po::options_description& des
       }
     }
     po::notify(vm);
+    refuse_non_finite(vm);
     if (vm["ranks-per-node"].defaulted())
       if (const char* env = std::getenv("RNN_DIST_RANKS_PER_NODE")) {
         char* end = nullptr;

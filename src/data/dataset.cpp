@@ -111,6 +111,13 @@ void SequenceFile::read_token_range(int64_t first, int64_t last, std::vector<int
   }
 }
 
+void SequenceFile::validate_tokens(int64_t first, int64_t last) const {
+  constexpr int64_t kBlock = int64_t{1} << 22;  // tokens per read: 16 MB
+  if (last < 0) last = num_tokens();
+  std::vector<int32_t> block;
+  for (int64_t at = first; at < last; at += kBlock) read_token_range(at, std::min(last, at + kBlock), block);
+}
+
 std::vector<int64_t> SequenceFile::read_source_index(int64_t begin, int64_t end) const {
   std::vector<int64_t> out(end - begin);
   file_.read_range<int64_t>("/source_index", begin, out.size(), out.data());

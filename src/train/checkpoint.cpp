@@ -108,6 +108,7 @@ void write_checkpoint(const std::string& dir, int keep, Model& model, Optimizer&
     f.write_attr("/", "step", pos.step);
     f.write_attr("/", "epoch", pos.epoch);
     f.write_attr("/", "step_in_epoch", pos.step_in_epoch);
+    f.write_attr("/", "validated", int64_t{pos.validated});
     f.write_attr("/", "seed", static_cast<int64_t>(pos.seed));
     f.write_attr("/", "plateau_factor", pos.plateau_factor);
     f.write_attr("/", "best_loss", pos.best_loss);
@@ -163,6 +164,7 @@ CheckpointData read_checkpoint(const std::string& path, Backend& backend) {
   d.position.step = f.read_attr_int("/", "step");
   d.position.epoch = f.read_attr_int("/", "epoch");
   d.position.step_in_epoch = f.read_attr_int("/", "step_in_epoch");
+  d.position.validated = !f.has_attr("/", "validated") || f.read_attr_int("/", "validated") != 0;
   d.position.seed = static_cast<uint64_t>(f.read_attr_int("/", "seed"));
   d.position.plateau_factor = f.read_attr_double("/", "plateau_factor");
   d.position.best_loss = f.read_attr_double("/", "best_loss");

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <limits>
 #include <optional>
 #include <utility>
 
@@ -41,6 +42,8 @@ extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
 constexpr double kNcclAbortMargin = 10;
 // How much longer than --comm-timeout the other ranks wait for rank 0 to write a checkpoint.
 constexpr double kCheckpointWriteAllowance = 600;
+// The exit status of a run that finished but skipped steps (0: none skipped; 1, 2: errors; 3: a deadline).
+constexpr int kExitSkippedSteps = 4;
 
 class Trainer {
  public:
@@ -115,6 +118,8 @@ void Trainer::setup() {
     if (path->empty()) continue;
     file->emplace(SequenceFile::open(*path));
     if ((*file)->num_sequences() == 0) throw InputError(cat(*path, ": no sequences"));
+    // Every token now (these files are small), not first at the end of an epoch's training.
+    (*file)->validate_tokens();
     if ((*file)->vocab() != train_->vocab())
       throw InputError(cat(*path, ": vocabulary differs from the training file ", c_.train));
   }
@@ -292,6 +297,7 @@ void Trainer::load_checkpoint(const std::string& path, bool resume) {
   pos_.step = p.step;
   pos_.epoch = p.epoch;
   pos_.step_in_epoch = p.step_in_epoch;
+  pos_.validated = p.validated;
   schedule_->plateau_factor = p.plateau_factor;
   schedule_->best_loss = p.best_loss;
   const int64_t steps = source_->steps_per_epoch();
@@ -338,6 +344,17 @@ void Trainer::save() {
   pos_.best_loss = schedule_->best_loss;
   pos_.steps_per_epoch = source_->steps_per_epoch();
   if (c_.checkpoint_dir.empty()) return;
+  // A diverged model is not saved: the checkpoints kept are the last finite ones. Every rank holds the
+  // same parameters and state, so every rank decides alike.
+  auto finite = [&](const Tensor& t) { return std::isfinite(backend_->sum_squares(t.data(), t.numel())); };
+  bool ok = finite(model_->params());
+  for (const auto& [name, tensor] : optimizer_->state()) ok = ok && finite(*tensor);
+  if (!ok) {
+    const std::string good = newest_checkpoint(c_.checkpoint_dir);
+    throw AgreedError(cat("step ", pos_.step, ": the parameters or the optimizer state are not finite, so no checkpoint "
+                          "was written (", good.empty() ? "none was before" : cat("the last good one is ", good),
+                          "); lower --lr or set --clip-norm"));
+  }
   pos_.stream_state.clear();
   if (c_.batching == "stream") {
     arm("the gather of the stream state");
@@ -355,6 +372,7 @@ void Trainer::save() {
 }
 
 std::pair<double, double> Trainer::evaluate(const SequenceFile& file) {
+  injected_failure(topo_.world_rank(), "validate");
   double acc[2] = {0, 0};
   if (c_.batching == "stream") {
     StreamSource s(file, c_.batch.batch_size, c_.bptt, topo_.world_size(), topo_.world_rank());
@@ -430,9 +448,14 @@ int Trainer::run() {
   start_ = last_log_ = Clock::now();
   ReadAhead reader([this](int64_t k) { return source_->load(k); });
 
-  // A resumed run continues inside the epoch it stopped in; a finished epoch moves on to the next.
+  // A resumed run continues inside the epoch it stopped in; a finished epoch moves on to the next, after
+  // the validation its checkpoint was written before.
   int64_t first_epoch = pos_.epoch, first_k = pos_.step_in_epoch;
-  if (first_k >= steps_per_epoch) ++first_epoch, first_k = 0;
+  if (first_k >= steps_per_epoch) {
+    if (!pos_.validated && valid_) report_eval("valid", *valid_, pos_.epoch);
+    pos_.validated = true;
+    ++first_epoch, first_k = 0;
+  }
   for (int64_t epoch = first_epoch; epoch <= c_.epochs && pos_.step < total_steps_; ++epoch, first_k = 0) {
     pos_.epoch = epoch;
     source_->start_epoch(epoch);
@@ -448,6 +471,10 @@ int Trainer::run() {
       const double loss_sum = model.forward_backward(batch, 1.0f / float(source_->global_tokens(k)),
                                                      mix_seed(mix_seed(c_.seed, pos_.step), topo_.world_rank()),
                                                      h, cs, h, cs);
+      if (injected_nan(topo_.world_rank(), pos_.step + 1)) {
+        const float nan = std::numeric_limits<float>::quiet_NaN();
+        backend.upload(model.grads().data(), &nan, sizeof(nan));
+      }
       auto t2 = Clock::now();
       // Gradients, loss sum and token count in one all-reduce over the gradient buffer; then the stop
       // requests (a signal on any rank stops every rank after this step).
@@ -509,13 +536,26 @@ int Trainer::run() {
                     << std::endl;
         return 0;
       }
-      if (c_.save_every > 0 && pos_.step % c_.save_every == 0 && pos_.step < total_steps_) {
+      // Not while steps are being skipped: the state is that of the last good step, and rotating the
+      // checkpoints then would only push older ones out.
+      if (c_.save_every > 0 && pos_.step % c_.save_every == 0 && pos_.step < total_steps_ && bad_in_a_row_ == 0) {
         reader.idle();
         save();
       }
     }
     reader.idle();
-    if (valid_) report_eval("valid", *valid_, epoch);
+    // The epoch's checkpoint before its validation, so that an error there loses no training; a run
+    // resumed from it validates that epoch first. The plateau schedule learns from the validation: then
+    // the checkpoint is written again, validated.
+    if (valid_ && !c_.checkpoint_dir.empty()) {
+      pos_.validated = false;
+      save();
+      pos_.validated = true;
+    }
+    if (valid_) {
+      report_eval("valid", *valid_, epoch);
+      if (c_.schedule.kind == "plateau" && pos_.step < total_steps_) save();
+    }
   }
   save();
   if (test_) report_eval("test", *test_, pos_.epoch);
@@ -532,10 +572,12 @@ int Trainer::run() {
                << int64_t(total_tokens_) << ",\"seconds\":" << total << ",\"tokens_per_s\":"
                << total_tokens_ / std::max(total, 1e-9) << ",\"compute_s\":" << t_compute_ << ",\"allreduce_s\":"
                << t_allreduce_ << ",\"data_wait_s\":" << t_wait_ << ",\"update_s\":" << t_update_ << "}" << std::endl;
-    if (bad_steps_ > 0) std::cout << bad_steps_ << " step(s) skipped for a non-finite loss or gradient norm" << std::endl;
     if (!c_.checkpoint_dir.empty()) std::cout << "checkpoint: " << checkpoint_path(c_.checkpoint_dir, pos_.step) << std::endl;
+    if (bad_steps_ > 0)
+      std::cout << "finished with " << bad_steps_ << " step(s) skipped for a non-finite loss or gradient norm "
+                << "(their updates are missing): exit status " << kExitSkippedSteps << std::endl;
   }
-  return 0;
+  return bad_steps_ > 0 ? kExitSkippedSteps : 0;
 }
 
 }  // namespace

@@ -106,4 +106,17 @@ for args in "--bogus 1" "--device tpu" "--threads 0" "--config nothere.conf" "--
     || bad "'$args' -> exit $rc: $(cat err)"
 done
 
+# --full reads every token, each rank its share: a bad id in the middle of the training file (which
+# the quick check, reading the first and last sequences, does not reach) fails the data check.
+h5repack -l /tokens:CONTI data/train.h5 badtokens.h5
+at=$(h5dump -p -H -d /tokens badtokens.h5 | sed -n 's/^ *OFFSET \([0-9]*\)/\1/p')
+n=$(h5dump -p -H -d /tokens badtokens.h5 | sed -n 's/.*DATASPACE  SIMPLE { ( \([0-9]*\) ).*/\1/p')
+printf '\x7f\x7f\x7f\x7f' | dd of=badtokens.h5 bs=1 seek=$((at + 4 * (n * 3 / 4))) conv=notrunc 2>/dev/null
+run quick 0 mpirun --oversubscribe -np 2 "$R" check --train badtokens.h5 --batch-size 4 \
+  && has quick "^PASS  data " "without --full, a bad token in the middle goes unseen"
+run full 1 mpirun --oversubscribe -np 2 "$R" check --train badtokens.h5 --batch-size 4 --full \
+  && has full "^FAIL  data +badtokens.h5: sequence [0-9]+ has token id 2139062143 outside the vocabulary" "--full finds it"
+run fullgood 0 mpirun --oversubscribe -np 2 "$R" check --train data/train.h5 --valid data/valid.h5 --batch-size 4 --full \
+  && has fullgood "^PASS  data .*every token checked" "--full passes a sound file"
+
 finish

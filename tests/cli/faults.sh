@@ -165,6 +165,26 @@ rc=$?
 [ $rc -eq 2 ] && [ "$(grep -c 'rnn_dist: error' err)" -eq 1 ] && grep -q "resume=require: no checkpoint" err \
   && ok "--resume=require without a checkpoint -> exit 2" || bad "--resume=require: rc $rc: $(cat err)"
 
+# A step whose gradient is NaN on one rank (as an overflow makes it) is skipped on every rank; the run
+# finishes, says so, and exits 4; no checkpoint is written inside the streak of skipped steps.
+RNN_DIST_TEST_FAIL=0:3:nan $MPI -x RNN_DIST_TEST_FAIL "$BUILD/rnn_dist" train $A --max-steps 6 --save-every 1 --keep 10 \
+  --checkpoint-dir skip > out 2> err
+rc=$?
+[ $rc -eq 4 ] && grep -q "^finished with 1 step(s) skipped for a non-finite loss or gradient norm .*exit status 4" out \
+  && [ "$(ls skip | tr '\n' ' ')" = "step-00000001.h5 step-00000002.h5 step-00000004.h5 step-00000005.h5 step-00000006.h5 " ] \
+  && ok "a skipped step: the run finishes with exit 4 and says so; no checkpoint of the skipped step" \
+  || bad "skipped step: rc $rc: $(tail -2 out) $(ls skip)"
+# A diverged model (--lr 1e30: the second step's update overflows) is never checkpointed: the job ends
+# naming the last good checkpoint, which stays; eval of it says the parameters have diverged.
+"$BUILD/rnn_dist" train $A --lr 1e30 --max-steps 8 --save-every 1 --keep 3 --checkpoint-dir dvg > out 2> err
+rc=$?
+[ $rc -eq 1 ] && grep -q "step 2: the parameters or the optimizer state are not finite, so no checkpoint was written (the last good one is dvg/step-00000001.h5)" err \
+  && [ "$(ls dvg)" = step-00000001.h5 ] && ok "a diverged model is not checkpointed: $(cat err)" || bad "diverged: rc $rc: $(cat err); $(ls dvg)"
+"$BUILD/rnn_dist" eval --checkpoint dvg/step-00000001.h5 --data data/train.h5 > out 2> err
+rc=$?
+[ $rc -eq 1 ] && grep -q "the checkpoint's parameters have diverged" err && ok "eval of diverged parameters -> exit 1: $(cat err)" \
+  || bad "eval of diverged parameters: rc $rc: $(cat out err)"
+
 # SIGKILL at random points of a run that checkpoints every step: every file under a checkpoint name
 # loads, and each rerun resumes from the newest.
 W="--train data/train.h5 --embed 16 --hidden 96 --layers 2 --batch-size 4 --seed 3 --save-every 1 --keep 2"

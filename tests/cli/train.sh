@@ -132,12 +132,50 @@ else
 fi
 "$BUILD/rnn_dist" sample --checkpoint c1/step-00000020.h5 --prime "the " --length 20 --seed 3 > sm 2>&1 \
   && grep -q "^the " sm && ok "sample" || bad "sample: $(cat sm)"
+# A temperature near 0 is the most likely token each step (it used to underflow to <pad>: only the prime).
+"$BUILD/rnn_dist" sample --checkpoint c1/step-00000020.h5 --prime "the " --length 20 --temperature 1e-4 --ignore-eos \
+  > sm 2> sm.err
+[ $? -eq 0 ] && [ "$(head -1 sm | wc -m)" -eq 25 ] && [ ! -s sm.err ] \
+  && ok "sample --temperature 1e-4 --ignore-eos: 20 tokens after the prime" || bad "sample at 1e-4: $(cat sm sm.err)"
+for t in 1e-4 0.5 1 2; do "$BUILD/rnn_dist" sample --checkpoint c1/step-00000020.h5 --length 400 --temperature $t > sm 2> sm.err; done
+grep -q "^sample: stopped at </s> after [0-9]* of --length 400 tokens" sm.err \
+  && ok "sample says when it stopped at </s>: $(cat sm.err)" || bad "no note of the early stop: $(cat sm.err)"
+"$BUILD/rnn_dist" sample --checkpoint c1/step-00000020.h5 --temperature inf > sm 2> sm.err
+[ $? -eq 2 ] && grep -q "temperature must be a finite number" sm.err && ok "sample --temperature inf -> exit 2" \
+  || bad "sample --temperature inf: $(cat sm.err)"
 "$BUILD/rnn_prep" --input corpus.txt --output-dir wdata --format records --tokenizer word >/dev/null
 "$BUILD/rnn_dist" eval --checkpoint c1/step-00000020.h5 --data wdata/train.h5 > out 2> err
 [ $? -eq 2 ] && grep -q "vocabulary" err && ok "eval refuses another vocabulary" || bad "eval vocab: $(cat err)"
 mpirun --oversubscribe -np 2 "$BUILD/rnn_dist" train $A --valid wdata/train.h5 > out 2> err
 [ $? -eq 2 ] && [ "$(grep -c 'rnn_dist: error' err)" -eq 1 ] && grep -q "wdata/train.h5: vocabulary differs from the training file" err \
   && ok "train refuses a validation file with another vocabulary" || bad "train vocab: $(cat err)"
+
+# A bad token in the validation file is found at start-up, before any training step (it used to surface
+# at the end of the epoch). The file is rewritten with /tokens contiguous, so that one id can be patched.
+h5repack -l /tokens:CONTI data/valid.h5 badvalid.h5
+at=$(h5dump -p -H -d /tokens badvalid.h5 | sed -n 's/^ *OFFSET \([0-9]*\)/\1/p')
+printf '\x7f\x7f\x7f\x7f' | dd of=badvalid.h5 bs=1 seek=$((at + 4 * 7)) conv=notrunc 2>/dev/null
+"$BUILD/rnn_dist" train $A --batch-size 12 --valid badvalid.h5 > out 2> err
+rc=$?
+[ $rc -eq 2 ] && grep -q "badvalid.h5: sequence [0-9]* has token id 2139062143 outside the vocabulary" err && ! grep -q "^epoch" out \
+  && ok "a bad token in --valid is refused before training: $(cat err)" || bad "bad --valid token: rc $rc: $(cat err); $(grep -c '^epoch' out) steps"
+# The end-of-epoch checkpoint is written before the validation: a validation that fails loses no
+# training, and the resumed run validates that epoch first, then goes on.
+steps=$(sed -n 's/.* \([0-9]*\) steps per epoch.*/\1/p' log1)
+RNN_DIST_TEST_FAIL=0:validate "$BUILD/rnn_dist" train $M --hidden 32 --batch-size 12 --epochs 2 --valid data/valid.h5 \
+  --checkpoint-dir ve > out 2> err
+rc=$?
+ck=$(printf 've/step-%08d.h5' "$steps")
+[ $rc -eq 1 ] && [ -f "$ck" ] && "$BUILD/rnn_dist" info "$ck" | grep -q "epoch 1 ($steps of $steps steps done)" \
+  && ok "validation failing after epoch 1: its checkpoint $ck was already written" || bad "validation failure: rc $rc: $(cat err); $(ls ve)"
+"$BUILD/rnn_dist" train $M --hidden 32 --batch-size 12 --epochs 2 --valid data/valid.h5 --checkpoint-dir ve --resume > out 2> err
+rc=$?
+"$BUILD/rnn_dist" train $M --hidden 32 --batch-size 12 --epochs 2 --valid data/valid.h5 --checkpoint-dir vu > out.u 2>&1
+[ $rc -eq 0 ] && grep -q "^valid epoch 1 step $steps loss" out && grep -q "^valid epoch 2 " out \
+  && [ "$(grep '^valid' out)" = "$(grep '^valid' out.u)" ] \
+  && h5diff "ve/step-$(printf %08d $((2 * steps))).h5" "vu/step-$(printf %08d $((2 * steps))).h5" /model > /dev/null \
+  && ok "the resumed run validated epoch 1, then trained epoch 2 to the uninterrupted result" \
+  || bad "resume after a failed validation: rc $rc: $(grep -E '^valid|resumed|error' out)"
 
 # Bad options: exit code 2, one line, printed once even with 2 ranks.
 B="--max-steps 2 --embed 8 --hidden 8"
@@ -148,7 +186,9 @@ for opt in "--train data/train.h5 --layers -3" "--train data/train.h5 --optimize
            "--train data/train.h5 --metrics /proc/nope.jsonl" "--train data/train.h5 --init-from nothere.h5" \
            "--train data/train.h5 --comm-timeout 0" "--train data/train.h5 --device cpu --tf32" \
            "--train data/train.h5 --device cpu --precision bf16" "--train data/train.h5 --precision fp16" \
-           "--train data/train.h5 --tf32 --precision bf16"; do
+           "--train data/train.h5 --tf32 --precision bf16" "--train data/train.h5 --lr inf" \
+           "--train data/train.h5 --dropout nan" "--train data/train.h5 --comm-timeout inf" \
+           "--train data/train.h5 --clip-norm inf" "--train data/train.h5 --lr-decay -inf"; do
   "$BUILD/rnn_dist" train $B $opt > out 2> err
   rc=$?
   [ $rc -eq 2 ] && [ "$(wc -l < err)" -eq 1 ] && ok "'$opt' -> exit 2: $(cat err)" || bad "'$opt' -> exit $rc: $(cat err)"

@@ -29,6 +29,10 @@ link_of() { [ "$1" = head ] && echo "rdv${TAG}h" || echo "rdv${TAG}n${1#node}"; 
 can() {
   [ "$(id -u)" -eq 0 ] || { echo "not root: network namespaces need CAP_NET_ADMIN"; return 1; }
   for tool in ip nsenter unshare; do command -v $tool >/dev/null || { echo "$tool not found"; return 1; }; done
+  # The holders' recipe: a mount namespace whose mounts stay private (in a chroot, / must be a mount point).
+  local why
+  why=$(unshare --mount --propagation private true 2>&1) ||
+    { echo "cannot make a private mount namespace (unshare --propagation private: $why)"; return 1; }
   local probe=rdprobe$$
   ip netns add $probe 2>/dev/null || { echo "cannot create a network namespace (ip netns add failed)"; return 1; }
   ip link add ${probe}b type bridge 2>/dev/null || { ip netns del $probe; echo "cannot create a bridge"; return 1; }
@@ -49,7 +53,7 @@ node_exec() {
   shift
   local pid
   pid=$(holder_pid "$node") || exit 1
-  exec nsenter -t "$pid" --net --uts --mount --wd="$PWD" -- "$@"
+  exec nsenter -t "$pid" --net --uts --mount --root --wd="$PWD" -- "$@"
 }
 
 up() {
@@ -112,7 +116,7 @@ EOF
 host=\$1; shift
 node=\$(awk -v h="\$host" '\$1 == h || \$2 == h { print \$2 }' "$DIR/hosts")
 [ -n "\$node" ] || { echo "rsh agent: no node \$host in $DIR/hosts" >&2; exit 255; }
-exec nsenter -t "\$(cat "$DIR/\$node/holder.pid")" --net --uts --mount -- /bin/sh -c "\$*"
+exec nsenter -t "\$(cat "$DIR/\$node/holder.pid")" --net --uts --mount --root -- /bin/sh -c "\$*"
 EOF
   chmod +x "$DIR/rsh"
   # mpirun over the cluster: to be run on head (cluster.sh exec DIR head DIR/mpirun ...).

@@ -43,6 +43,7 @@ fault() {
   # The daemons of other nodes may still be on their way out: they have until the limit.
   while left=$(procs_left); [ -n "$left" ] && [ $((SECONDS - start)) -le $limit ]; do sleep 0.5; done
   errors=$(grep -c 'rnn_dist: error' "$name.err")
+  grep -q "^rnn_dist train: 4 rank(s)" "$name.out" || bad "$name: training never started: $(head -3 "$name.err")"
   [ $rc -ne 0 ] && [ $took -le $limit ] && [ -z "$left" ] && [ "$errors" -le 1 ] && [ ! -f "$name/step-00000120.h5" ] \
     && ok "$name: mpirun returned $took s after the fault (rc $rc), nothing left on any node, $errors error line(s)" \
     || bad "$name: rc $rc after $took s; left: ${left:-nothing}; $errors error lines: $(grep 'rnn_dist: error' "$name.err" | head -3)"

@@ -23,6 +23,10 @@ struct ParsedOptions {
 ParsedOptions parse_options(const Args& args, const boost::program_options::options_description& desc,
                             bool config_ignores_unknown, int& ranks_per_node);
 
+// Throws InputError naming the first float or double option whose value is inf or nan (which parse as
+// numbers, and which comparisons such as `lr > 0` let through).
+void refuse_non_finite(const boost::program_options::variables_map& vm);
+
 // Starts MPI and the topology, then reports a parse error, or what validate() throws on any rank, once
 // (rank 0) and returns its exit code on every rank; otherwise returns run(topology).
 int run_mpi_command(const ParsedOptions& parsed, int ranks_per_node, const std::function<void()>& validate,

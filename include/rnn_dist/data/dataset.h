@@ -42,6 +42,10 @@ class SequenceFile {
   // Tokens [first, last) of /tokens, which may cut sequences (stream mode); ids checked likewise.
   void read_token_range(int64_t first, int64_t last, std::vector<int32_t>& out) const;
   std::vector<int64_t> read_source_index(int64_t begin, int64_t end) const;
+  // Reads tokens [first, last) of /tokens (last < 0: to the end) once, in blocks of bounded size, checking
+  // each id as read_tokens does: what open() leaves to the reads of a training run (it checks the
+  // structure, not the tokens).
+  void validate_tokens(int64_t first = 0, int64_t last = -1) const;
 
  private:
   explicit SequenceFile(h5::File f) : file_(std::move(f)) {}

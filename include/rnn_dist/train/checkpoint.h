@@ -16,6 +16,7 @@ struct TrainingPosition {
   int64_t step = 0;           // optimizer steps taken
   int64_t epoch = 1;          // 1-based epoch in progress
   int64_t step_in_epoch = 0;  // global batches of that epoch already consumed
+  bool validated = true;      // false: written at the end of the epoch, before its validation ran
   uint64_t seed = 0;
   double plateau_factor = 1.0, best_loss = 1e300;  // learning-rate schedule state
   std::string plan;              // how the data was cut into steps ("packed sequences=64", ...)
