@@ -68,7 +68,11 @@ up() {
   done
   local names=(head) k
   for k in $(seq "$nodes"); do names+=(node$k); done
+  # iproute2 makes /run/netns a mount point with the first namespace; down undoes it if this did.
+  local netns_mount=0
+  mountpoint -q /run/netns 2>/dev/null || netns_mount=1
   cat >"$DIR/env" <<EOF
+NETNS_MOUNT=$netns_mount
 TAG=$tag
 BRIDGE=rdb$tag
 SUBNET=10.77.$tag.0/24
@@ -228,6 +232,9 @@ down() {
   done
   ip link show "$BRIDGE" >/dev/null 2>&1 && { echo "cluster: bridge $BRIDGE is left" >&2; left=1; }
   [ -f "$DIR/munge/munged.pid" ] && kill -0 "$(cat "$DIR/munge/munged.pid")" 2>/dev/null && { echo "cluster: munged is left" >&2; left=1; }
+  if [ "${NETNS_MOUNT:-0}" = 1 ] && [ -z "$(ip netns list 2>/dev/null)" ] && mountpoint -q /run/netns; then
+    umount /run/netns 2>/dev/null || { echo "cluster: /run/netns is left mounted" >&2; left=1; }
+  fi
   rm -f "$DIR/env"
   return $left
 }
