@@ -3,7 +3,9 @@
 // them again, tokenizes every record and hands the sequences to one SequenceWriter per split, which spools
 // tokens to disk. The files are written only at the very end, and removed again if any of them fails.
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
@@ -280,7 +282,13 @@ int run(const Options& o) {
 int main(int argc, char** argv) {
   try {
     std::optional<Options> o = parse_options(argc, argv);
-    return o ? run(*o) : 0;
+    const int rc = o ? run(*o) : 0;
+    // The summary must have arrived (a full disk under a redirection is an error).
+    if (!std::cout.flush()) {
+      std::cerr << "rnn_prep: error: cannot write to standard output: " << std::strerror(errno) << "\n";
+      return rc ? rc : 1;
+    }
+    return rc;
   } catch (const po::error& e) {
     std::cerr << "rnn_prep: error: " << e.what() << " (see rnn_prep --help)\n";
     return 2;

@@ -1,4 +1,6 @@
 // The rnn_dist program: dispatches to a subcommand and turns errors into one line and an exit code.
+#include <cerrno>
+#include <cstring>
 #include <iostream>
 #include <map>
 #include <string>
@@ -15,7 +17,7 @@ struct Command {
 
 const std::map<std::string, Command>& commands() {
   static const std::map<std::string, Command> c = {
-      {"info", {rnn_dist::cmd_info, "summarise a sequence file"}},
+      {"info", {rnn_dist::cmd_info, "summarise a sequence file or a checkpoint"}},
       {"train", {rnn_dist::cmd_train, "train a model (under mpirun for several ranks)"}},
       {"eval", {rnn_dist::cmd_eval, "loss, perplexity and bits per token of a checkpoint on a file"}},
       {"sample", {rnn_dist::cmd_sample, "generate text from a checkpoint"}},
@@ -48,7 +50,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    return it->second.run(rnn_dist::Args(argv + 2, argv + argc));
+    const int rc = it->second.run(rnn_dist::Args(argv + 2, argv + argc));
+    // What went to standard output (a sample, an evaluation, the training log) must have arrived: a full
+    // disk under a redirection is an error, not a silent truncation.
+    if (!std::cout.flush()) {
+      std::cerr << "rnn_dist: error: cannot write to standard output: " << std::strerror(errno) << "\n";
+      return rc ? rc : 1;
+    }
+    return rc;
   } catch (const rnn_dist::Error& e) {
     std::cerr << "rnn_dist: error: " << e.what() << "\n";
     return e.exit_code();

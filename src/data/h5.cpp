@@ -1,8 +1,10 @@
-// HDF5 C API calls of rnn_dist (see h5.h). Every failure becomes an InputError naming the file and object.
+// HDF5 C API calls of rnn_dist (see h5.h). Every failure to read becomes an InputError naming the file and
+// object, every failure to write an Error with the system's reason.
 #include "rnn_dist/data/h5.h"
 
 #include <hdf5.h>
 
+#include <cerrno>
 #include <cstring>
 
 #include "rnn_dist/util/error.h"
@@ -49,6 +51,14 @@ void check_status(herr_t s, const std::string& path, const std::string& what) {
   if (s < 0) fail(path, what);
 }
 
+// A failed output is not bad input: Error (exit 1), with the system's reason where the failing call set
+// errno (a full disk: "No space left on device"). Callers clear errno before the call.
+void check_write(herr_t s, const std::string& path, const std::string& what) {
+  if (s >= 0) return;
+  const int err = errno;
+  throw Error(cat(path, ": ", what, err ? cat(": ", std::strerror(err)) : ""));
+}
+
 Handle vlen_string_type() {
   hid_t t = H5Tcopy(H5T_C_S1);
   H5Tset_size(t, H5T_VARIABLE);
@@ -90,11 +100,16 @@ File File::open_read(const std::string& path) {
 }
 
 File File::create(const std::string& path) {
-  return File(path, check(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), path,
-                          "cannot create HDF5 file"));
+  errno = 0;
+  const hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  check_write(id < 0 ? -1 : 0, path, "cannot create HDF5 file");
+  return File(path, Handle(id));
 }
 
-void File::flush() { check_status(H5Fflush(file_.id(), H5F_SCOPE_GLOBAL), path_, "flush failed"); }
+void File::flush() {
+  errno = 0;
+  check_write(H5Fflush(file_.id(), H5F_SCOPE_GLOBAL), path_, "cannot write the file (flush failed)");
+}
 
 bool File::exists(const std::string& name) const {
   if (name == "/") return true;
@@ -126,7 +141,8 @@ void write_attr_raw(File& f, const std::string& object, const std::string& name,
   Handle space(H5Screate(H5S_SCALAR));
   Handle attr = check(H5Acreate2(obj.id(), name.c_str(), type, space.id(), H5P_DEFAULT, H5P_DEFAULT), f.path(),
                       cat("cannot create attribute ", name));
-  check_status(H5Awrite(attr.id(), type, value), f.path(), cat("cannot write attribute ", name));
+  errno = 0;
+  check_write(H5Awrite(attr.id(), type, value), f.path(), cat("cannot write attribute ", name));
 }
 
 Handle open_attr(const File& f, const std::string& object, const std::string& name) {
@@ -193,9 +209,10 @@ void File::write(const std::string& name, const std::vector<T>& data, const std:
   Handle ds = check(H5Dcreate2(file_.id(), name.c_str(), native_type<T>(), space.id(), H5P_DEFAULT, H5P_DEFAULT,
                                H5P_DEFAULT),
                     path_, cat("cannot create dataset ", name));
+  errno = 0;
   if (!data.empty())
-    check_status(H5Dwrite(ds.id(), native_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()), path_,
-                 cat("cannot write dataset ", name));
+    check_write(H5Dwrite(ds.id(), native_type<T>(), H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()), path_,
+                cat("cannot write dataset ", name));
 }
 
 std::vector<uint64_t> File::shape(const std::string& name) const {
@@ -258,9 +275,10 @@ void File::write_strings(const std::string& name, const std::vector<std::string>
   std::vector<const char*> ptrs;
   ptrs.reserve(data.size());
   for (const auto& s : data) ptrs.push_back(s.c_str());
+  errno = 0;
   if (n > 0)
-    check_status(H5Dwrite(ds.id(), t.id(), H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()), path_,
-                 cat("cannot write dataset ", name));
+    check_write(H5Dwrite(ds.id(), t.id(), H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()), path_,
+                cat("cannot write dataset ", name));
 }
 
 std::vector<std::string> File::read_strings(const std::string& name) const {
@@ -301,12 +319,14 @@ void File::append(const std::string& name, const T* data, uint64_t count) {
   hsize_t old = 0;
   H5Sget_simple_extent_dims(space.id(), &old, nullptr);
   hsize_t total = old + count, cnt = count;
-  check_status(H5Dset_extent(ds.id(), &total), path_, cat("cannot extend ", name));
+  errno = 0;
+  check_write(H5Dset_extent(ds.id(), &total), path_, cat("cannot extend ", name));
   Handle fspace(H5Dget_space(ds.id()));
   H5Sselect_hyperslab(fspace.id(), H5S_SELECT_SET, &old, nullptr, &cnt, nullptr);
   Handle mem(H5Screate_simple(1, &cnt, nullptr));
-  check_status(H5Dwrite(ds.id(), native_type<T>(), mem.id(), fspace.id(), H5P_DEFAULT, data), path_,
-               cat("cannot write ", name, " (disk full?)"));
+  errno = 0;
+  check_write(H5Dwrite(ds.id(), native_type<T>(), mem.id(), fspace.id(), H5P_DEFAULT, data), path_,
+              cat("cannot write ", name));
 }
 
 #define RNN_DIST_H5_INSTANTIATE(T)                                                                          \

@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cerrno>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -42,8 +44,9 @@ extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
 constexpr double kNcclAbortMargin = 10;
 // How much longer than --comm-timeout the other ranks wait for rank 0 to write a checkpoint.
 constexpr double kCheckpointWriteAllowance = 600;
-// The exit status of a run that finished but skipped steps (0: none skipped; 1, 2: errors; 3: a deadline).
-constexpr int kExitSkippedSteps = 4;
+// The exit status of a run that finished, but with steps skipped or its metrics incomplete (0: neither;
+// 1, 2: errors; 3: a deadline).
+constexpr int kExitFinishedWithProblems = 4;
 
 class Trainer {
  public:
@@ -103,6 +106,9 @@ class Trainer {
   Tensor state_;  // stream mode: h, then c at c_offset(), of this rank's columns, carried on the device
   int64_t total_steps_ = 0;
   std::ofstream metrics_;
+  std::string metrics_error_;  // why the metrics file stopped being written ("" while it is)
+  // After each write to metrics_: the first failure is reported once; training goes on without metrics.
+  void check_metrics();
   // Progress since the last log line, and where the time went.
   Clock::time_point start_, last_log_;
   double interval_tokens_ = 0, interval_loss_ = 0;
@@ -405,10 +411,12 @@ void Trainer::report_eval(const char* kind, const SequenceFile& file, int64_t ep
   std::cout << kind << " epoch " << epoch << " step " << pos_.step << std::fixed << std::setprecision(4) << " loss " << l
             << " ppl " << std::setprecision(2) << std::exp(l) << " bits/token " << std::setprecision(4)
             << l / std::log(2.0) << std::defaultfloat << std::endl;
-  if (metrics_)
+  if (metrics_.is_open() && metrics_error_.empty()) {
     metrics_ << std::setprecision(9) << "{\"kind\":\"" << kind << "\",\"step\":" << pos_.step << ",\"epoch\":" << epoch
              << ",\"loss\":" << l << ",\"perplexity\":" << std::exp(l) << ",\"bits_per_token\":" << l / std::log(2.0)
              << "}" << std::endl;
+    check_metrics();
+  }
 }
 
 void Trainer::log_step(int64_t epoch, float lr, double norm) {
@@ -421,13 +429,21 @@ void Trainer::log_step(int64_t epoch, float lr, double norm) {
             << " loss " << l << " ppl " << std::setprecision(2) << std::exp(l) << std::scientific
             << std::setprecision(3) << " lr " << lr << std::fixed << std::setprecision(3) << " grad_norm " << norm
             << std::setprecision(0) << " tok/s " << tps << " eta " << eta << "s" << std::defaultfloat << std::endl;
-  if (metrics_)
+  if (metrics_.is_open() && metrics_error_.empty()) {
     metrics_ << std::setprecision(9) << "{\"kind\":\"train\",\"step\":" << pos_.step << ",\"epoch\":" << epoch
              << ",\"loss\":" << l << ",\"perplexity\":" << std::exp(l) << ",\"lr\":" << lr << ",\"grad_norm\":" << norm
              << ",\"tokens\":" << int64_t(interval_tokens_) << ",\"tokens_per_s\":" << tps
              << ",\"elapsed_s\":" << elapsed << "}" << std::endl;
+    check_metrics();
+  }
   last_log_ = now;
   interval_tokens_ = interval_loss_ = 0;
+}
+
+void Trainer::check_metrics() {
+  if (!metrics_error_.empty() || metrics_) return;
+  metrics_error_ = cat("--metrics ", c_.metrics, ": cannot write: ", std::strerror(errno));
+  std::cerr << "rnn_dist: warning: " << metrics_error_ << "; training goes on without metrics" << std::endl;
 }
 
 int Trainer::run() {
@@ -567,17 +583,34 @@ int Trainer::run() {
               << " tokens/s (all ranks); time split (rank 0): compute " << pct(t_compute_) << ", all-reduce "
               << pct(t_allreduce_) << ", data wait " << pct(t_wait_) << ", update " << pct(t_update_)
               << std::defaultfloat << std::endl;
-    if (metrics_)
+    if (metrics_.is_open() && metrics_error_.empty()) {
       metrics_ << std::setprecision(9) << "{\"kind\":\"summary\",\"step\":" << pos_.step << ",\"tokens\":"
                << int64_t(total_tokens_) << ",\"seconds\":" << total << ",\"tokens_per_s\":"
                << total_tokens_ / std::max(total, 1e-9) << ",\"compute_s\":" << t_compute_ << ",\"allreduce_s\":"
                << t_allreduce_ << ",\"data_wait_s\":" << t_wait_ << ",\"update_s\":" << t_update_ << "}" << std::endl;
+      check_metrics();
+      metrics_.close();
+      check_metrics();
+    }
     if (!c_.checkpoint_dir.empty()) std::cout << "checkpoint: " << checkpoint_path(c_.checkpoint_dir, pos_.step) << std::endl;
     if (bad_steps_ > 0)
       std::cout << "finished with " << bad_steps_ << " step(s) skipped for a non-finite loss or gradient norm "
-                << "(their updates are missing): exit status " << kExitSkippedSteps << std::endl;
+                << "(their updates are missing): exit status " << kExitFinishedWithProblems << std::endl;
+    if (!metrics_error_.empty())
+      std::cout << "finished with the metrics file incomplete (" << metrics_error_ << "): exit status "
+                << kExitFinishedWithProblems << std::endl;
+    // The log itself (a redirected standard output on a full disk, say): said where it can still be read.
+    if (!std::cout.flush())
+      std::cerr << "rnn_dist: error: cannot write the log to standard output: " << std::strerror(errno) << std::endl;
   }
-  return bad_steps_ > 0 ? kExitSkippedSteps : 0;
+  // Every rank returns the same status, rank 0's.
+  int64_t problems = lead_ && (bad_steps_ > 0 || !metrics_error_.empty() || !std::cout) ? 1 : 0;
+  if (topo_.world_size() > 1) {
+    arm("the all-reduce of the exit status");
+    topo_.world->allreduce_max(&problems, 1);
+    disarm();
+  }
+  return problems ? kExitFinishedWithProblems : 0;
 }
 
 }  // namespace

@@ -15,11 +15,11 @@ namespace {
 
 void fsync_path(const std::string& path, bool directory) {
   int fd = ::open(path.c_str(), directory ? O_RDONLY | O_DIRECTORY : O_RDONLY);
-  if (fd < 0) throw InputError(cat(path, ": cannot open for fsync: ", std::strerror(errno)));
+  if (fd < 0) throw Error(cat(path, ": cannot open for fsync: ", std::strerror(errno)));
   int rc = ::fsync(fd);
   int err = errno;
   ::close(fd);
-  if (rc != 0) throw InputError(cat(path, ": fsync failed: ", std::strerror(err)));
+  if (rc != 0) throw Error(cat(path, ": fsync failed: ", std::strerror(err)));
 }
 
 }  // namespace
@@ -41,7 +41,7 @@ AtomicFile::~AtomicFile() {
 void AtomicFile::commit() {
   fsync_path(temp_, false);
   if (std::rename(temp_.c_str(), final_.c_str()) != 0)
-    throw InputError(cat(final_, ": cannot rename ", temp_, " into place: ", std::strerror(errno)));
+    throw Error(cat(final_, ": cannot rename ", temp_, " into place: ", std::strerror(errno)));
   committed_ = true;
   fsync_path(parent_dir(final_), true);
 }

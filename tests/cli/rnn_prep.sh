@@ -125,5 +125,11 @@ cp -r out stale
 check "an empty split removes a stale file" test "$(ls stale)" = "train.h5"
 check "the summary says so" grep -q "valid: *empty, not written (removed the stale stale/valid.h5)" summary4.txt
 
+# The summary on a full device: exit 1 with the reason (the files themselves are written).
+rc=0
+"$PREP" --input fortunes.txt --output-dir full-out --format records >/dev/full 2>err.txt || rc=$?
+check "a summary to a full device -> exit 1 with the reason" \
+  test "$rc:$(grep -c 'cannot write to standard output: No space left on device' err.txt)" = "1:1"
+
 echo "$passed passed, $failed failed"
 test "$failed" -eq 0

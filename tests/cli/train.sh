@@ -140,6 +140,12 @@ fi
 for t in 1e-4 0.5 1 2; do "$BUILD/rnn_dist" sample --checkpoint c1/step-00000020.h5 --length 400 --temperature $t > sm 2> sm.err; done
 grep -q "^sample: stopped at </s> after [0-9]* of --length 400 tokens" sm.err \
   && ok "sample says when it stopped at </s>: $(cat sm.err)" || bad "no note of the early stop: $(cat sm.err)"
+"$BUILD/rnn_dist" sample --checkpoint c1/step-00000020.h5 --length 20 > /dev/full 2> sm.err
+[ $? -eq 1 ] && grep -q "cannot write to standard output: No space left on device" sm.err \
+  && ok "sample to a full device -> exit 1 with the reason" || bad "sample > /dev/full: $(cat sm.err)"
+"$BUILD/rnn_dist" train $M --hidden 32 --batch-size 12 --max-steps 4 --metrics /dev/full > out 2> err
+[ $? -eq 4 ] && grep -q "warning: --metrics /dev/full: cannot write: No space left on device" err \
+  && ok "--metrics on a full device: warned, trained, exit 4" || bad "--metrics /dev/full: $(cat err)"
 "$BUILD/rnn_dist" sample --checkpoint c1/step-00000020.h5 --temperature inf > sm 2> sm.err
 [ $? -eq 2 ] && grep -q "temperature must be a finite number" sm.err && ok "sample --temperature inf -> exit 2" \
   || bad "sample --temperature inf: $(cat sm.err)"
