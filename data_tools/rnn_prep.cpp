@@ -81,7 +81,10 @@ std::optional<Options> parse_options(int argc, char** argv) {
       ("vocab-from", po::value(&o.vocab_from)->default_value("", "none"),
        "reuse the tokenizer and vocabulary of this sequence file instead of building one")
       ("max-len", po::value(&o.max_len)->default_value(0),
-       "split records longer than this many tokens into pieces, each with its own <s> ... </s> (0 = off)")
+       "no sequence longer than this many tokens, <s> and </s> included: longer records are split into pieces, "
+       "each with its own <s> ... </s> (0 = off; at least 3)")
+      ("keep-cr", po::bool_switch(&o.records.keep_cr),
+       "keep the carriage return of a CRLF line end as text (by default \\r\\n ends a line like \\n)")
       ("valid-fraction", po::value(&o.valid_fraction)->default_value(0.05, "0.05"), "fraction of records for valid.h5")
       ("test-fraction", po::value(&o.test_fraction)->default_value(0.0, "0"), "fraction of records for test.h5")
       ("seed", po::value(&o.seed)->default_value(1),
@@ -112,7 +115,8 @@ std::optional<Options> parse_options(int argc, char** argv) {
   if (o.max_vocab != 0 && o.max_vocab <= kNumReserved)
     throw InputError(
         cat("--max-vocab: must be 0 or above ", kNumReserved, " (the reserved tokens), got ", o.max_vocab));
-  if (o.max_len < 0) throw InputError(cat("--max-len: must be 0 or positive, got ", o.max_len));
+  if (o.max_len < 0 || o.max_len == 1 || o.max_len == 2)
+    throw InputError(cat("--max-len: must be 0 (off) or at least 3 (<s>, a token, </s>), got ", o.max_len));
   if (!(o.valid_fraction >= 0 && o.valid_fraction < 1))
     throw InputError(cat("--valid-fraction: must be in [0, 1), got ", o.valid_fraction));
   if (!(o.test_fraction >= 0 && o.test_fraction < 1))
@@ -180,6 +184,19 @@ int run(const Options& o) {
   std::error_code ec;
   std::filesystem::create_directories(o.output_dir, ec);
   if (ec) throw InputError(cat(o.output_dir, ": cannot create the output directory: ", ec.message()));
+  const bool two_passes = o.vocab_from.empty() && parse_tokenizer_kind(o.tokenizer) != TokenizerKind::byte;
+  for (const auto& path : o.inputs) {
+    for (const char* split : kSplitNames) {
+      const std::filesystem::path out = std::filesystem::path(o.output_dir) / cat(split, ".h5");
+      if (std::filesystem::equivalent(path, out, ec))
+        throw InputError(cat("--input ", path, ": is one of the outputs (", out.string(), "), which would overwrite it"));
+    }
+    // A pipe (<(cat f), /dev/stdin) reads once: the vocabulary pass would leave nothing for the encoding.
+    if (two_passes && !std::filesystem::is_regular_file(path, ec))
+      throw InputError(cat("--input ", path, ": is a pipe or another stream, which can be read only once, and the ",
+                           o.tokenizer, " tokenizer reads its input twice (vocabulary, then encoding): write it to a "
+                           "file first (--tokenizer byte and --vocab-from read it once)"));
+  }
 
   Tokenizer tok = make_tokenizer(o);
 
@@ -207,14 +224,16 @@ int run(const Options& o) {
     ++st.records;
     st.content_tokens += n;
     st.unknown += unk;
-    if (o.max_len == 0 || n <= o.max_len) {
+    // --max-len counts every token of a sequence: a piece holds max_len - 2 of the record's.
+    const int64_t room = o.max_len - 2;
+    if (o.max_len == 0 || n <= room) {
       seq.push_back(kEosId);
       writers[split]->add(seq);
       return;
     }
     ++split_records;
-    for (int64_t at = 1; at <= n; at += o.max_len) {
-      int64_t len = std::min(o.max_len, n + 1 - at);
+    for (int64_t at = 1; at <= n; at += room) {
+      int64_t len = std::min(room, n + 1 - at);
       piece.assign(1, kBosId);
       piece.insert(piece.end(), seq.begin() + at, seq.begin() + at + len);
       piece.push_back(kEosId);
@@ -274,6 +293,13 @@ int run(const Options& o) {
               << unk_rate << "% -> " << paths[s] << "\n"
               << "        lengths: " << length_summary(writers[s]->lengths()) << "\n";
   }
+  // A vocabulary this run built that leaves most of the training text unknown is almost surely a mistake.
+  const SplitStats& t = stats[kTrain];
+  if (o.vocab_from.empty() && tok.kind() != TokenizerKind::byte && 2 * t.unknown > t.content_tokens)
+    std::cerr << "rnn_prep: warning: " << std::fixed << std::setprecision(1)
+              << 100.0 * static_cast<double>(t.unknown) / static_cast<double>(t.content_tokens)
+              << "% of the training tokens became <unk> (--min-count " << o.min_count << ", --max-vocab " << o.max_vocab
+              << "): most of the text cannot be learnt\n";
   return 0;
 }
 

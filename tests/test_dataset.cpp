@@ -270,6 +270,11 @@ TEST_F(dataset, RejectsAVocabSizeThatDisagreesWithVocab) {
   EXPECT_HAS(msg, "/vocab has 8 entries but vocab_size is 9");
 }
 
+TEST_F(dataset, RejectsADuplicateVocabularyEntry) {
+  std::string msg = open_error(path("dup.h5"), [](Parts& p) { p.vocab[6] = p.vocab[4]; });
+  EXPECT_HAS(msg, "/vocab has the entry 'a' twice, ids 4 and 6");
+}
+
 TEST_F(dataset, RejectsOffsetsPastTheEnd) {
   std::string msg = open_error(path("o.h5"), [](Parts& p) { p.offsets = {0, 5, 9, 20}; });
   EXPECT_HAS(msg, "/offsets[3] = 20 is past the end of /tokens (12)");

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <string_view>
 #include <unordered_map>
 
 #include "rnn_dist/data/writeback.h"
@@ -64,6 +65,11 @@ SequenceFile SequenceFile::open(const std::string& path) {
   s.vocab_ = f.read_strings("/vocab");
   if (static_cast<int64_t>(s.vocab_.size()) != vocab_size)
     invalid(path, cat("/vocab has ", s.vocab_.size(), " entries but vocab_size is ", vocab_size));
+  // Two ids for one text would make encoding ambiguous (and decode(encode(x)) not x).
+  std::unordered_map<std::string_view, int64_t> first_id;
+  for (int64_t id = 0; id < vocab_size; ++id)
+    if (auto [at, fresh] = first_id.emplace(s.vocab_[id], id); !fresh)
+      invalid(path, cat("/vocab has the entry '", s.vocab_[id], "' twice, ids ", at->second, " and ", id));
   if (f.exists("/labels")) {
     expect_1d(f, "/labels", h5::Dtype::i32, "int32");
     if (f.shape("/labels")[0] != n) invalid(path, cat("/labels has ", f.shape("/labels")[0], " entries, expected ", n));

@@ -265,6 +265,12 @@ bool RecordReader::next_line(std::string_view& line, uint64_t& offset) {
       size_t used = (nl ? stop + 1 : stop) - begin_;
       begin_ += used;
       consumed_ += used;
+      // Windows line ends, and the byte-order mark some editors put first: neither is text.
+      if (!options_.keep_cr && line.ends_with('\r')) line.remove_suffix(1);
+      if (line_ == 0 && line.starts_with("\xEF\xBB\xBF")) {
+        line.remove_prefix(3);
+        offset += 3;
+      }
       ++line_;
       return true;
     }

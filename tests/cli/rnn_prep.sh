@@ -57,8 +57,8 @@ check "the split is deterministic" cmp -s <("${INFO[@]}" out/train.h5 | tail -n 
 "$PREP" --input fortunes.txt --output-dir all --format records --valid-fraction 0 --max-len 10 --tokenizer word \
   >summary2.txt
 check "--valid-fraction 0 writes only train.h5" test "$(ls all)" = "train.h5"
-check "--max-len splits records into pieces" grep -q "197 longer than --max-len 10 split into 394 pieces" summary2.txt
-check "pieces are at most 12 ids long" grep -q "max 12$" <("${INFO[@]}" all/train.h5)
+check "--max-len splits records into pieces" grep -q "197 longer than --max-len 10 split into 591 pieces" summary2.txt
+check "pieces are at most 10 ids long, <s> and </s> included" grep -q "max 10$" <("${INFO[@]}" all/train.h5)
 
 printf '{"text": "caf\\u00e9 au lait"}\n{"id": 2, "text": "second\\nline"}\n' >d.jsonl
 "$PREP" --input d.jsonl --output-dir js --format jsonl --valid-fraction 0 --tokenizer byte >/dev/null
@@ -124,6 +124,57 @@ cp -r out stale
 "$PREP" --input fortunes.txt --output-dir stale --format records --valid-fraction 0 >summary4.txt
 check "an empty split removes a stale file" test "$(ls stale)" = "train.h5"
 check "the summary says so" grep -q "valid: *empty, not written (removed the stale stale/valid.h5)" summary4.txt
+
+# Windows line ends: "%\r" separates records and "\r" is not text (the vocabulary is that of the LF
+# file); --keep-cr keeps it. A UTF-8 byte-order mark at the start is skipped (jsonl, lines).
+printf 'ab\r\ncd\r\n%%\r\nef\r\n%%\r\n' > crlf.txt
+printf 'ab\ncd\n%%\nef\n%%\n' > lf.txt
+"$PREP" --input crlf.txt --output-dir crlf --format records --valid-fraction 0 > crlf.sum
+"$PREP" --input lf.txt --output-dir lf --format records --valid-fraction 0 > lf.sum
+check "CRLF records: 2 records, as with LF" grep -q "2 read, 0 empty" crlf.sum
+check "CRLF: the vocabulary of the LF file" test "$(grep vocabulary: crlf.sum)" = "$(grep vocabulary: lf.sum)"
+printf 'ab\r\ncd\r\n' > crlf-lines.txt
+"$PREP" --input crlf-lines.txt --output-dir crlfl --valid-fraction 0 > crlfl.sum
+check "CRLF lines: no \\r in the vocabulary" grep -q "vocabulary: 8 entries" crlfl.sum
+"$PREP" --input crlf-lines.txt --output-dir keep --valid-fraction 0 --keep-cr > keep.sum
+check "--keep-cr: \\r is kept, one more vocabulary entry" grep -q "vocabulary: 9 entries" keep.sum
+printf '\xef\xbb\xbf{"text": "hello"}\n{"text": "world"}\n' > bom.jsonl
+rc=0
+"$PREP" --input bom.jsonl --output-dir bom --format jsonl --valid-fraction 0 > bom.sum 2> err.txt || rc=$?
+check "a byte-order mark before JSONL is skipped" test "$rc:$(grep -c '2 read' bom.sum)" = "0:1"
+printf '\xef\xbb\xbfab\n' > bom.txt
+"$PREP" --input bom.txt --output-dir boml --valid-fraction 0 > boml.sum
+check "a byte-order mark before lines is not text" grep -q "vocabulary: 6 entries" boml.sum
+
+# A pipe cannot be read twice: refused by name with the char tokenizer; the byte tokenizer reads once.
+seq 1 200 | sed 's/^/line /' > l.txt
+rc=0
+"$PREP" --input <(cat l.txt) --output-dir pipe > /dev/null 2> err.txt || rc=$?
+check "a pipe with the char tokenizer -> exit 2 naming the pipe" test "$rc:$(grep -c 'is a pipe or another stream' err.txt)" = "2:1"
+rc=0
+"$PREP" --input <(cat l.txt) --output-dir pipeb --tokenizer byte > pipeb.sum 2> err.txt || rc=$?
+check "a pipe with the byte tokenizer: all 200 records" test "$rc:$(grep -c '200 read' pipeb.sum)" = "0:1"
+
+# An input that is one of the outputs is refused, and stays as it was.
+cp crlf/train.h5 before.h5
+rc=0
+"$PREP" --input crlf/train.h5 --output-dir crlf > /dev/null 2> err.txt || rc=$?
+check "an input that is an output -> exit 2" test "$rc:$(grep -c 'is one of the outputs' err.txt)" = "2:1"
+check "and is left untouched" cmp -s before.h5 crlf/train.h5
+
+# A vocabulary that makes most of the training text <unk> is warned about.
+"$PREP" --input l.txt --output-dir unk --tokenizer word --min-count 2 --valid-fraction 0 > /dev/null 2> err.txt
+check "--min-count making 50% or more <unk>: no warning at exactly half" test ! -s err.txt
+awk '{ print "w" NR " x" NR " y" NR }' l.txt > u.txt
+"$PREP" --input u.txt --output-dir unk2 --tokenizer word --min-count 2 --valid-fraction 0 > /dev/null 2> err.txt
+check "--min-count making most tokens <unk>: warned" grep -q "warning: 100.0% of the training tokens became <unk>" err.txt
+
+# --max-len counts every token: no sequence is longer, <s> and </s> included.
+"$PREP" --input fortunes.txt --output-dir maxlen --format records --max-len 20 --valid-fraction 0 > /dev/null
+check "--max-len 20: the longest sequence has 20 tokens" grep -q "max 20$" <("${INFO[@]}" maxlen/train.h5 | grep "lengths")
+rc=0
+"$PREP" --input fortunes.txt --output-dir maxlen2 --max-len 2 > /dev/null 2> err.txt || rc=$?
+check "--max-len 2 -> exit 2" test "$rc:$(grep -c 'at least 3' err.txt)" = "2:1"
 
 # The summary on a full device: exit 1 with the reason (the files themselves are written).
 rc=0

@@ -19,6 +19,7 @@ struct RecordOptions {
   std::string separator = "%";      // records: a line holding only this ends a record
   std::string text_field = "text";  // jsonl: the top-level string member holding the text
   bool utf8_replace = false;        // jsonl: ill-formed UTF-8 and lone surrogates become U+FFFD
+  bool keep_cr = false;             // keep the '\r' of a CRLF line end as part of the line
 };
 
 struct Record {
@@ -29,7 +30,8 @@ struct Record {
   uint64_t offset = 0;
 };
 
-// Reads one file record by record:
+// Reads one file record by record. A line ends at '\n'; the '\r' of a CRLF line end is not part of it
+// (unless keep_cr), and a UTF-8 byte-order mark at the start of the file is skipped, in every format.
 //  lines:   every line is a record (an empty line is an empty record); a last line needs no '\n'.
 //  records: records are separated by lines holding only the separator; a record's text is its lines
 //           joined with '\n' (no trailing newline); a final separator is optional; a record must fit
