@@ -18,6 +18,7 @@
 #include "rnn_dist/train/batch_plan.h"
 #include "rnn_dist/train/checkpoint.h"
 #include "rnn_dist/util/error.h"
+#include "rnn_dist/util/number.h"
 #include "rnn_dist/util/random.h"
 
 namespace po = boost::program_options;
@@ -29,7 +30,7 @@ namespace {
 bool parse(const Args& args, const po::options_description& desc, const char* usage) {
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(args).options(desc).run(), vm);
+    po::store(keep_last(po::command_line_parser(args).options(desc).run()), vm);
     if (vm.count("help")) {
       std::cout << usage << "\n\n" << desc << "\n";
       return false;
@@ -106,8 +107,8 @@ int cmd_eval(const Args& args) {
   std::cout << std::fixed << std::setprecision(4) << "loss " << loss << "  perplexity " << std::exp(loss)
             << "  bits/token " << loss / std::log(2.0) << "  tokens " << tokens << "\n";
   if (json)
-    std::cout << std::setprecision(9) << "{\"loss\":" << loss << ",\"tokens\":" << tokens
-              << ",\"perplexity\":" << std::exp(loss) << ",\"bits_per_token\":" << loss / std::log(2.0) << "}\n";
+    std::cout << "{\"loss\":" << shortest(loss) << ",\"tokens\":" << tokens << ",\"perplexity\":" << shortest(std::exp(loss))
+              << ",\"bits_per_token\":" << shortest(loss / std::log(2.0)) << "}\n";
   return 0;
 }
 
@@ -124,7 +125,7 @@ int cmd_sample(const Args& args) {
       ("prime", po::value(&prime)->default_value(""), "text to start from")
       ("length", po::value(&length)->default_value(200), "tokens to generate (stops early at </s>, saying so on stderr)")
       ("ignore-eos", po::bool_switch(&ignore_eos), "never generate </s>: always --length tokens")
-      ("temperature", po::value(&temperature)->default_value(1.0f), "softmax temperature (> 0; near 0: the most likely token)")
+      ("temperature", po::value(&temperature)->default_value(1.0f, "1"), "softmax temperature (> 0; near 0: the most likely token)")
       ("top-k", po::value(&top_k)->default_value(0), "sample among the k most likely tokens (0 = all)")
       ("seed", po::value(&seed)->default_value(1), "sampling seed");
   if (!parse(args, desc, "usage: rnn_dist sample --checkpoint FILE [--prime TEXT] [options]")) return 0;

@@ -3,7 +3,10 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <set>
+#include <vector>
 
 #include "rnn_dist/dist/rank_errors.h"
 #include "rnn_dist/util/error.h"
@@ -23,12 +26,24 @@ void refuse_non_finite(const po::variables_map& vm) {
   }
 }
 
+po::parsed_options keep_last(po::parsed_options parsed) {
+  std::set<std::string> seen;
+  std::vector<po::option> kept;
+  for (auto it = parsed.options.rbegin(); it != parsed.options.rend(); ++it) {
+    const po::option_description* d = parsed.description->find_nothrow(it->string_key, false);
+    const bool composing = d && d->semantic()->is_composing();
+    if (it->string_key.empty() || composing || seen.insert(it->string_key).second) kept.push_back(*it);
+  }
+  parsed.options.assign(kept.rbegin(), kept.rend());
+  return parsed;
+}
+
 ParsedOptions parse_options(const Args& args, const po::options_description& desc, bool config_ignores_unknown,
                             int& ranks_per_node) {
   ParsedOptions out;
   try {
     po::variables_map vm;
-    po::store(po::command_line_parser(args).options(desc).run(), vm);
+    po::store(keep_last(po::command_line_parser(args).options(desc).run()), vm);
     if (vm.count("help")) {
       out.help = true;
       return out;
@@ -36,13 +51,20 @@ ParsedOptions parse_options(const Args& args, const po::options_description& des
     if (vm.count("config")) {
       // Stored after the command line, so options given there keep their command-line values.
       const std::string path = vm["config"].as<std::string>();
+      if (std::filesystem::is_directory(path)) throw InputError(cat("--config ", path, ": is a directory, not a file"));
       std::ifstream in(path);
       if (!in) throw InputError(cat("--config ", path, ": cannot open"));
+      po::parsed_options file(&desc);
       try {
-        po::store(po::parse_config_file(in, desc, config_ignores_unknown), vm);
+        file = keep_last(po::parse_config_file(in, desc, config_ignores_unknown));
       } catch (const po::error& e) {
         throw InputError(cat("--config ", path, ": ", e.what()));
       }
+      for (const po::option& o : file.options)
+        if (o.string_key == "config")
+          throw InputError(cat("--config ", path, ": names another config file (config = ...), which is not read: "
+                               "give its options in this file, or that file as --config"));
+      po::store(file, vm);
     }
     po::notify(vm);
     refuse_non_finite(vm);

@@ -28,6 +28,7 @@
 #include "rnn_dist/train/step_source.h"
 #include "rnn_dist/train/stream.h"
 #include "rnn_dist/util/error.h"
+#include "rnn_dist/util/number.h"
 #include "rnn_dist/util/random.h"
 
 namespace rnn_dist {
@@ -412,9 +413,9 @@ void Trainer::report_eval(const char* kind, const SequenceFile& file, int64_t ep
             << " ppl " << std::setprecision(2) << std::exp(l) << " bits/token " << std::setprecision(4)
             << l / std::log(2.0) << std::defaultfloat << std::endl;
   if (metrics_.is_open() && metrics_error_.empty()) {
-    metrics_ << std::setprecision(9) << "{\"kind\":\"" << kind << "\",\"step\":" << pos_.step << ",\"epoch\":" << epoch
-             << ",\"loss\":" << l << ",\"perplexity\":" << std::exp(l) << ",\"bits_per_token\":" << l / std::log(2.0)
-             << "}" << std::endl;
+    metrics_ << "{\"kind\":\"" << kind << "\",\"step\":" << pos_.step << ",\"epoch\":" << epoch
+             << ",\"loss\":" << shortest(l) << ",\"perplexity\":" << shortest(std::exp(l))
+             << ",\"bits_per_token\":" << shortest(l / std::log(2.0)) << "}" << std::endl;
     check_metrics();
   }
 }
@@ -430,10 +431,10 @@ void Trainer::log_step(int64_t epoch, float lr, double norm) {
             << std::setprecision(3) << " lr " << lr << std::fixed << std::setprecision(3) << " grad_norm " << norm
             << std::setprecision(0) << " tok/s " << tps << " eta " << eta << "s" << std::defaultfloat << std::endl;
   if (metrics_.is_open() && metrics_error_.empty()) {
-    metrics_ << std::setprecision(9) << "{\"kind\":\"train\",\"step\":" << pos_.step << ",\"epoch\":" << epoch
-             << ",\"loss\":" << l << ",\"perplexity\":" << std::exp(l) << ",\"lr\":" << lr << ",\"grad_norm\":" << norm
-             << ",\"tokens\":" << int64_t(interval_tokens_) << ",\"tokens_per_s\":" << tps
-             << ",\"elapsed_s\":" << elapsed << "}" << std::endl;
+    metrics_ << "{\"kind\":\"train\",\"step\":" << pos_.step << ",\"epoch\":" << epoch << ",\"loss\":" << shortest(l)
+             << ",\"perplexity\":" << shortest(std::exp(l)) << ",\"lr\":" << shortest(lr)
+             << ",\"grad_norm\":" << shortest(norm) << ",\"tokens\":" << int64_t(interval_tokens_)
+             << ",\"tokens_per_s\":" << shortest(tps) << ",\"elapsed_s\":" << shortest(elapsed) << "}" << std::endl;
     check_metrics();
   }
   last_log_ = now;
@@ -584,10 +585,11 @@ int Trainer::run() {
               << pct(t_allreduce_) << ", data wait " << pct(t_wait_) << ", update " << pct(t_update_)
               << std::defaultfloat << std::endl;
     if (metrics_.is_open() && metrics_error_.empty()) {
-      metrics_ << std::setprecision(9) << "{\"kind\":\"summary\",\"step\":" << pos_.step << ",\"tokens\":"
-               << int64_t(total_tokens_) << ",\"seconds\":" << total << ",\"tokens_per_s\":"
-               << total_tokens_ / std::max(total, 1e-9) << ",\"compute_s\":" << t_compute_ << ",\"allreduce_s\":"
-               << t_allreduce_ << ",\"data_wait_s\":" << t_wait_ << ",\"update_s\":" << t_update_ << "}" << std::endl;
+      metrics_ << "{\"kind\":\"summary\",\"step\":" << pos_.step << ",\"tokens\":" << int64_t(total_tokens_)
+               << ",\"seconds\":" << shortest(total) << ",\"tokens_per_s\":"
+               << shortest(total_tokens_ / std::max(total, 1e-9)) << ",\"compute_s\":" << shortest(t_compute_)
+               << ",\"allreduce_s\":" << shortest(t_allreduce_) << ",\"data_wait_s\":" << shortest(t_wait_)
+               << ",\"update_s\":" << shortest(t_update_) << "}" << std::endl;
       check_metrics();
       metrics_.close();
       check_metrics();

@@ -27,6 +27,13 @@ last=$(grep '"kind":"train"' m.jsonl | tail -1 | sed 's/.*"loss":\([0-9.e+-]*\).
 awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 0.15) }' \
   && ok "loss falls ($first -> $last)" || bad "loss did not fall ($first -> $last)"
 grep -q '"kind":"valid"' m.jsonl && ok "validation metrics logged" || bad "no validation metrics"
+# Numbers as they read back, without float noise: the default --lr is 0.002, in the metrics and in --help.
+grep -q '"lr":0.002,' m.jsonl && ! grep -q '"lr":0.0020000' m.jsonl && ok "metrics: \"lr\":0.002" \
+  || bad "metrics lr: $(grep -o '"lr":[^,]*' m.jsonl | head -1)"
+"$BUILD/rnn_dist" train --help > help.out
+grep -q -- "--lr arg (=0.002)" help.out && grep -q -- "--beta1 arg (=0.9) " help.out \
+  && grep -q -- "--comm-timeout arg (=300) *seconds a collective (MPI, or NCCL" help.out \
+  && ok "--help: defaults without float noise, --comm-timeout for MPI and NCCL" || bad "--help: $(grep -E 'lr |beta1|comm-timeout' help.out)"
 grep -q '"kind":"test"' m.jsonl && grep -q "^test epoch 1 step 20 loss" log1 && ok "--test evaluated at the end" \
   || bad "no test evaluation: $(tail -3 log1)"
 
@@ -78,6 +85,21 @@ printf 'train = data/train.h5\nembed = 16\nhidden = 24\nlayers = 2\nmax-steps = 
 "$BUILD/rnn_dist" train --config run.ini --hidden 32 --checkpoint-dir cc > log.cc 2>&1 || bad "--config: $(tail -1 log.cc)"
 h5dump -a /hidden cc/step-00000003.h5 2>/dev/null | grep -q "(0): 32" && grep -q "/3 " log.cc \
   && ok "--config read, command line wins" || bad "--config: $(h5dump -a /hidden cc/step-00000003.h5 | tail -3)"
+# An option given twice takes its last value (wrapper scripts append overrides), in a file too.
+"$BUILD/rnn_dist" train --config run.ini --max-steps 2 --max-steps 4 --checkpoint-dir twice > log.tw 2>&1
+[ -f twice/step-00000004.h5 ] && [ ! -f twice/step-00000002.h5 ] && ok "an option given twice: the last wins" \
+  || bad "option twice: $(tail -2 log.tw)"
+printf 'max-steps = 2\nmax-steps = 5\n' >> run.ini
+"$BUILD/rnn_dist" train --config run.ini --checkpoint-dir twice2 > log.tw2 2>&1
+[ -f twice2/step-00000005.h5 ] && ok "a key given twice in --config: the last wins" || bad "key twice: $(tail -2 log.tw2)"
+# Config problems are named: a directory, a file naming another one.
+"$BUILD/rnn_dist" train --config data > out 2> err
+[ $? -eq 2 ] && grep -q "^rnn_dist: error: --config data: is a directory, not a file$" err && ok "--config DIR -> exit 2: $(cat err)" \
+  || bad "--config DIR: $(cat err)"
+printf 'config = run.ini\n' > nested.ini
+"$BUILD/rnn_dist" train --config nested.ini > out 2> err
+[ $? -eq 2 ] && grep -q "nested.ini: names another config file" err && ok "config = ... in a config file -> exit 2: $(cat err)" \
+  || bad "nested config: $(cat err)"
 printf 'train = data/train.h5\nhiden = 24\n' > typo.ini
 "$BUILD/rnn_dist" train --config typo.ini > out 2> err
 [ $? -eq 2 ] && grep -q "typo.ini" err && grep -q "hiden" err && [ "$(wc -l < err)" -eq 1 ] \

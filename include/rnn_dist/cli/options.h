@@ -18,7 +18,12 @@ struct ParsedOptions {
   std::string error;  // a parse error, reported after MPI start-up so that it is printed once
 };
 
-// Parses into the variables desc is bound to. With config_ignores_unknown, keys of a --config file that
+// Keeps the last occurrence of every option that takes one value (composing ones keep all), so that an
+// option given twice takes its second value, as wrapper scripts that append overrides expect.
+boost::program_options::parsed_options keep_last(boost::program_options::parsed_options parsed);
+
+// Parses into the variables desc is bound to (the last occurrence of an option wins, on the command line
+// and within a config file). With config_ignores_unknown, keys of a --config file that
 // desc does not know are skipped (check reads train's config files); otherwise they are errors.
 ParsedOptions parse_options(const Args& args, const boost::program_options::options_description& desc,
                             bool config_ignores_unknown, int& ranks_per_node);
