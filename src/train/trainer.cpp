@@ -116,6 +116,7 @@ class Trainer {
   double t_wait_ = 0, t_compute_ = 0, t_allreduce_ = 0, t_update_ = 0;
   double total_tokens_ = 0;
   int64_t bad_steps_ = 0, bad_in_a_row_ = 0;
+  int64_t first_step_ = 0;  // pos_.step when this run's training began (after a resume: the checkpoint's)
 };
 
 void Trainer::setup() {
@@ -311,10 +312,14 @@ void Trainer::load_checkpoint(const std::string& path, bool resume) {
   if (p.plan != pos_.plan && p.step_in_epoch > 0 && p.step_in_epoch < steps) {
     // Another global batch cuts the epoch differently: continue at the same fraction of it.
     pos_.step_in_epoch = p.step_in_epoch * steps / std::max<int64_t>(p.steps_per_epoch, 1);
+    // One step counter, the optimizer's: the run ends after the rest of the epochs in the new plan.
+    total_steps_ = p.step + steps * (c_.epochs - p.epoch + 1) - pos_.step_in_epoch;
+    if (c_.max_steps > 0) total_steps_ = std::min(total_steps_, c_.max_steps);
     if (lead_)
       std::cout << "--resume: the checkpoint's data plan (" << p.plan << ") differs from this run's (" << pos_.plan
-                << "): continuing epoch " << p.epoch << " at step " << pos_.step_in_epoch << " of " << steps
-                << (c_.batching == "stream" ? " with a fresh hidden state" : "") << std::endl;
+                << "): continuing epoch " << p.epoch << " at its batch " << pos_.step_in_epoch << " of " << steps
+                << ", from step " << p.step << " to step " << total_steps_
+                << (c_.batching == "stream" ? ", with a fresh hidden state" : "") << std::endl;
   } else if (p.plan == pos_.plan && !p.stream_state.empty()) {
     scatter_stream_state(p.stream_state);
   }
@@ -425,7 +430,8 @@ void Trainer::log_step(int64_t epoch, float lr, double norm) {
   const double dt = std::chrono::duration<double>(now - last_log_).count();
   const double elapsed = std::chrono::duration<double>(now - start_).count();
   const double l = interval_loss_ / interval_tokens_, tps = interval_tokens_ / std::max(dt, 1e-9);
-  const double eta = elapsed / double(pos_.step) * double(total_steps_ - pos_.step);
+  // From this run's own pace: a resumed run's earlier steps took none of its time.
+  const double eta = elapsed / double(std::max<int64_t>(1, pos_.step - first_step_)) * double(total_steps_ - pos_.step);
   std::cout << "epoch " << epoch << " step " << pos_.step << "/" << total_steps_ << std::fixed << std::setprecision(4)
             << " loss " << l << " ppl " << std::setprecision(2) << std::exp(l) << std::scientific
             << std::setprecision(3) << " lr " << lr << std::fixed << std::setprecision(3) << " grad_norm " << norm
@@ -463,6 +469,7 @@ int Trainer::run() {
   float* h = c_.batching == "stream" ? state_.data() : nullptr;
   float* cs = c_.batching == "stream" ? state_.data() + c_offset() : nullptr;
   start_ = last_log_ = Clock::now();
+  first_step_ = pos_.step;
   ReadAhead reader([this](int64_t k) { return source_->load(k); });
 
   // A resumed run continues inside the epoch it stopped in; a finished epoch moves on to the next, after

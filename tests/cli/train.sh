@@ -79,6 +79,10 @@ grep -q "resumed from rs/step-00000012.h5" log.rs1 && same_params s1/step-000000
 "$BUILD/rnn_dist" train $M --hidden 32 --batch-size 5 --resume --checkpoint-dir rp --max-steps 24 > log.rp5 2>&1
 grep -q "data plan (packed sequences=12) differs" log.rp5 && [ -f rp/step-00000024.h5 ] \
   && ok "resume with another global batch continues with a notice" || bad "resume, other global batch: $(head -3 log.rp5)"
+# One step counter after the change: the notice's steps are the log's (it used to say "step 98 of 437"
+# while the log said "50/52").
+grep -q "from step 20 to step 24$" log.rp5 && [ "$(grep -o 'step [0-9]*/[0-9]*' log.rp5 | tail -1)" = "step 24/24" ] \
+  && ok "after a change of global batch: notice and log count the same steps" || bad "step counters: $(grep -E 'continuing|^epoch' log.rp5 | head -3)"
 
 # --config: options from a file, the command line wins; unknown keys are refused naming the file.
 printf 'train = data/train.h5\nembed = 16\nhidden = 24\nlayers = 2\nmax-steps = 3\n# a comment\nbatch-size = 12\n' > run.ini
