@@ -10,6 +10,7 @@
 #include <functional>
 #include <iterator>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "rnn_dist/data/dataset.h"
@@ -38,7 +39,7 @@ class dataset : public ::testing::Test {
 // The parts of a hand-built sequence file: valid as initialised; a test changes one of them.
 struct Parts {
   std::string format = kFormatName;
-  int64_t version = kFormatVersion;
+  int64_t version = 1;  // language-model data
   std::string tokenizer = "char";
   int64_t vocab_size = 8;
   int64_t unk_id = kUnkId;
@@ -156,6 +157,103 @@ TEST_F(dataset, RoundTripOfManyLongSequencesWithDeflate) {
   }
 }
 
+// Labels (one per sequence) and tags (one per token, kNoTag on <s> and </s>) travel with their sequences
+// through the length sort; the file is version 2 with its task and label vocabulary.
+TEST_F(dataset, LabelsAndTagsFollowTheSort) {
+  const std::vector<std::string> vocab = {"<pad>", "<s>", "</s>", "<unk>", "a", "b", "c", "d"};
+  const std::vector<Ids> input = {{1, 4, 2}, {1, 4, 5, 6, 2}, {1, 5, 7, 2}, {1, 6, 2}};
+  {
+    SequenceWriter w(path("c.h5"), "word", 0, Task::classify);
+    const Ids labels = {1, 0, 2, 1};
+    for (size_t i = 0; i < input.size(); ++i) w.add(input[i], labels[i]);
+    w.finish(vocab, {"neg", "pos", "mixed"});
+    SequenceFile f = SequenceFile::open(path("c.h5"));
+    EXPECT_EQ(f.task(), Task::classify);
+    EXPECT_EQ(f.version(), 2);
+    EXPECT_EQ(f.label_vocab(), (std::vector<std::string>{"neg", "pos", "mixed"}));
+    Ids got;
+    f.read_labels(0, 4, got);
+    EXPECT_EQ(got, (Ids{0, 2, 1, 1}));  // sorted 5, 4, 3, 3 tokens: inputs 1, 2, 0, 3
+    f.validate_tokens();
+  }
+  {
+    SequenceWriter w(path("t.h5"), "word", 0, Task::tag);
+    for (const auto& s : input) {
+      Ids tags(s.size(), kNoTag);
+      for (size_t k = 1; k + 1 < s.size(); ++k) tags[k] = s[k] - 4;  // a tag per content token
+      w.add(s, tags);
+    }
+    w.finish(vocab, {"A", "B", "C", "D"});
+    SequenceFile f = SequenceFile::open(path("t.h5"));
+    EXPECT_EQ(f.task(), Task::tag);
+    Ids tokens, tags;
+    f.read_tokens(0, 4, tokens);
+    f.read_tags(0, 4, tags);
+    ASSERT_EQ(tags.size(), tokens.size());
+    for (size_t k = 0; k < tokens.size(); ++k)
+      EXPECT_EQ(tags[k], tokens[k] <= 2 ? kNoTag : tokens[k] - 4) << "position " << k;
+    f.validate_tokens();
+    std::vector<std::string> left = files();
+    std::sort(left.begin(), left.end());
+    EXPECT_EQ(left, (std::vector<std::string>{"c.h5", "t.h5"}));  // no spools left
+  }
+  // The writer refuses what does not fit its task.
+  SequenceWriter lm(path("lm.h5"), "word");
+  EXPECT_THROW(lm.add(input[0], 1), Error);
+  SequenceWriter tagger(path("tg.h5"), "word", 0, Task::tag);
+  EXPECT_THROW(tagger.add(input[0], Ids{kNoTag, 0}), Error);
+}
+
+// A classify or tag file: everything that can be wrong with its labels is named.
+TEST_F(dataset, RejectsBrokenLabelsAndTags) {
+  auto classify = [](Parts& p) {
+    p.version = 2;
+    p.labels = {0, 1, 0};
+    p.extra = [](h5::File& f) {
+      f.write_attr("/", "task", std::string("classify"));
+      f.write_strings("/label_vocab", {"x", "y"});
+    };
+  };
+  EXPECT_HAS(open_error(path("l1.h5"), [&](Parts& p) { classify(p); p.labels.clear(); }), "missing dataset /labels");
+  EXPECT_HAS(open_error(path("l2.h5"), [&](Parts& p) { classify(p); p.labels = {0, 1}; }), "/labels has 2 entries, expected 3");
+  EXPECT_HAS(open_error(path("l3.h5"), [&](Parts& p) { classify(p); p.extra = [](h5::File& f) {
+    f.write_attr("/", "task", std::string("classify")); }; }), "missing string dataset /label_vocab");
+  EXPECT_HAS(open_error(path("l4.h5"), [&](Parts& p) { classify(p); p.extra = [](h5::File& f) {
+    f.write_attr("/", "task", std::string("sort")); }; }), "unknown task 'sort'");
+  EXPECT_HAS(open_error(path("l5.h5"), [&](Parts& p) { classify(p); p.version = 1; }), "a task attribute needs format version 2");
+  Parts bad;
+  classify(bad);
+  bad.labels = {0, 5, 0};
+  write_parts(path("l6.h5"), bad);
+  SequenceFile f = SequenceFile::open(path("l6.h5"));
+  Ids got;
+  EXPECT_HAS(input_error([&] { f.read_labels(0, 3, got); }), "sequence 1 has label id 5 outside /label_vocab (size 2)");
+  EXPECT_HAS(input_error([&] { f.validate_tokens(); }), "sequence 1 has label id 5");
+
+  auto tag = [](Parts& p, Ids tags) {
+    p.version = 2;
+    p.extra = [tags](h5::File& f) {
+      f.write_attr("/", "task", std::string("tag"));
+      f.write("/tags", tags);
+      f.write_strings("/label_vocab", {"O", "X"});
+    };
+  };
+  // Parts' sequences have 5, 4 and 3 tokens.
+  const Ids good = {-1, 0, 1, 0, -1, -1, 1, 1, -1, -1, 0, -1};
+  EXPECT_HAS(open_error(path("t1.h5"), [&](Parts& p) { tag(p, Ids(good.begin(), good.end() - 1)); }),
+             "/tags has 11 entries but /tokens has 12");
+  for (auto [at, value, want] : {std::tuple{1, 2, "sequence 0 has tag 2 at position 1 outside /label_vocab (size 2)"},
+                                 std::tuple{5, 0, "sequence 1 has tag 0 at position 0 (its <s> and </s> carry -1)"}}) {
+    Parts p;
+    Ids tags = good;
+    tags[at] = value;
+    tag(p, tags);
+    write_parts(path("t2.h5"), p);
+    SequenceFile t = SequenceFile::open(path("t2.h5"));
+    EXPECT_HAS(input_error([&] { t.read_tags(0, 3, got); }), want);
+  }
+}
+
 TEST_F(dataset, WriterWithoutFinishLeavesNothing) {
   {
     SequenceWriter w(path("valid.h5"), "word");
@@ -241,8 +339,13 @@ TEST_F(dataset, RejectsAnOlderOrUnknownVersion) {
 }
 
 TEST_F(dataset, RejectsANewerVersionAskingForAnUpgrade) {
+  std::string msg = open_error(path("v3.h5"), [](Parts& p) { p.version = 3; });
+  EXPECT_HAS(msg, "format version 3 is newer than this build reads (2); upgrade rnn_dist");
+}
+
+TEST_F(dataset, RejectsVersion2WithoutATask) {
   std::string msg = open_error(path("v2.h5"), [](Parts& p) { p.version = 2; });
-  EXPECT_HAS(msg, "format version 2 is newer than this build reads (1); upgrade rnn_dist");
+  EXPECT_HAS(msg, "format version 2 is for classify and tag files");
 }
 
 TEST_F(dataset, RejectsAnotherFormat) {

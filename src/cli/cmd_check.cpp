@@ -358,7 +358,7 @@ Fields data_fields(const CheckOptions& o, int world, int rank) {
     train.read_tokens(std::max<int64_t>(0, train.num_sequences() - 1), train.num_sequences(), tokens);
     for (int64_t i = 0; i < train.num_sequences(); ++i)
       if (train.length(i) < 2) return {"content", cat(o.run.train, ": sequence ", i, " has fewer than 2 tokens")};
-    train_info = cat(o.run.train, ": format version ", kFormatVersion, ", ", train.num_sequences(), " sequences");
+    train_info = cat(o.run.train, ": format version ", train.version(), ", ", train.num_sequences(), " sequences");
     // Stream batching cuts the token stream into columns instead: the packed plan does not apply.
     if (o.run.batching == "packed") {
       BatchCut cut;

@@ -78,7 +78,7 @@ int cmd_info(const Args& args) {
     std::vector<int64_t> lengths(f.num_sequences());
     for (int64_t i = 0; i < f.num_sequences(); ++i) lengths[i] = f.length(i);
     std::cout << path << "\n"
-              << "  format:     " << kFormatName << " v" << kFormatVersion << "\n"
+              << "  format:     " << kFormatName << " v" << f.version() << "\n"
               << "  tokenizer:  " << f.tokenizer() << "\n"
               << "  vocab size: " << f.vocab_size() << "\n"
               << "  sequences:  " << f.num_sequences() << "\n"

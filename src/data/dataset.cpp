@@ -13,6 +13,20 @@
 
 namespace rnn_dist {
 
+Task parse_task(std::string_view name, std::string_view what) {
+  for (Task t : {Task::lm, Task::classify, Task::tag})
+    if (name == task_name(t)) return t;
+  throw InputError(cat(what, ": unknown task '", name, "' (lm, classify or tag)"));
+}
+
+const char* task_name(Task task) {
+  switch (task) {
+    case Task::classify: return "classify";
+    case Task::tag: return "tag";
+    default: return "lm";
+  }
+}
+
 const std::vector<std::string>& reserved_tokens() {
   static const std::vector<std::string> r = {"<pad>", "<s>", "</s>", "<unk>"};
   return r;
@@ -41,7 +55,17 @@ SequenceFile SequenceFile::open(const std::string& path) {
   if (version > kFormatVersion)
     invalid(path, cat("format version ", version, " is newer than this build reads (", kFormatVersion,
                       "); upgrade rnn_dist"));
-  if (version != kFormatVersion) invalid(path, cat("unsupported format version ", version));
+  if (version != 1 && version != 2) invalid(path, cat("unsupported format version ", version));
+  s.version_ = version;
+  if (f.has_attr("/", "task")) {
+    if (version < 2) invalid(path, "a task attribute needs format version 2");
+    try {
+      s.task_ = parse_task(f.read_attr_string("/", "task"), "attribute task");
+    } catch (const InputError& e) {
+      invalid(path, e.what());
+    }
+  }
+  if (version == 2 && s.task_ == Task::lm) invalid(path, "format version 2 is for classify and tag files");
   s.tokenizer_ = f.read_attr_string("/", "tokenizer");
   if (s.tokenizer_ != "char" && s.tokenizer_ != "byte" && s.tokenizer_ != "word")
     invalid(path, cat("unknown tokenizer '", s.tokenizer_, "'"));
@@ -74,6 +98,23 @@ SequenceFile SequenceFile::open(const std::string& path) {
     expect_1d(f, "/labels", h5::Dtype::i32, "int32");
     if (f.shape("/labels")[0] != n) invalid(path, cat("/labels has ", f.shape("/labels")[0], " entries, expected ", n));
     s.has_labels_ = true;
+  }
+  if (s.task_ != Task::lm) {
+    const char* kind = s.task_ == Task::classify ? "labels" : "tags";
+    if (s.task_ == Task::classify && !s.has_labels_) invalid(path, "missing dataset /labels (task classify)");
+    if (s.task_ == Task::tag) {
+      expect_1d(f, "/tags", h5::Dtype::i32, "int32");
+      if (f.shape("/tags")[0] != num_tokens)
+        invalid(path, cat("/tags has ", f.shape("/tags")[0], " entries but /tokens has ", num_tokens));
+    }
+    if (!f.exists("/label_vocab") || f.dtype("/label_vocab") != h5::Dtype::str)
+      invalid(path, cat("missing string dataset /label_vocab (the ", kind, ")"));
+    s.label_vocab_ = f.read_strings("/label_vocab");
+    if (s.label_vocab_.empty()) invalid(path, cat("/label_vocab is empty (no ", kind, ")"));
+    std::unordered_map<std::string_view, int64_t> first_label;
+    for (int64_t id = 0; id < static_cast<int64_t>(s.label_vocab_.size()); ++id)
+      if (auto [at, fresh] = first_label.emplace(s.label_vocab_[id], id); !fresh)
+        invalid(path, cat("/label_vocab has '", s.label_vocab_[id], "' twice, ids ", at->second, " and ", id));
   }
 
   s.offsets_ = f.read<int64_t>("/offsets");
@@ -122,6 +163,50 @@ void SequenceFile::validate_tokens(int64_t first, int64_t last) const {
   if (last < 0) last = num_tokens();
   std::vector<int32_t> block;
   for (int64_t at = first; at < last; at += kBlock) read_token_range(at, std::min(last, at + kBlock), block);
+  if (task_ == Task::lm) return;
+  // The labels or tags of the sequences that start in [first, last), in blocks of sequences.
+  const int64_t s0 = std::lower_bound(offsets_.begin(), offsets_.end(), first) - offsets_.begin();
+  const int64_t s1 = std::lower_bound(offsets_.begin(), offsets_.end(), last) - offsets_.begin();
+  for (int64_t b = s0; b < std::min(s1, num_sequences());) {
+    int64_t e = b + 1;
+    while (e < std::min(s1, num_sequences()) && offsets_[e] - offsets_[b] < kBlock) ++e;
+    if (task_ == Task::classify)
+      read_labels(b, e, block);
+    else
+      read_tags(b, e, block);
+    b = e;
+  }
+}
+
+void SequenceFile::read_labels(int64_t begin, int64_t end, std::vector<int32_t>& out) const {
+  if (task_ != Task::classify) throw Error(cat(path(), ": no labels (task ", task_name(task_), ")"));
+  if (begin < 0 || end > num_sequences() || begin > end)
+    throw Error(cat(path(), ": sequence range [", begin, ", ", end, ") out of bounds"));
+  out.resize(end - begin);
+  file_.read_range<int32_t>("/labels", begin, out.size(), out.data());
+  const int32_t n = static_cast<int32_t>(label_vocab_.size());
+  for (int64_t i = begin; i < end; ++i)
+    if (out[i - begin] < 0 || out[i - begin] >= n)
+      throw InputError(cat(path(), ": sequence ", i, " has label id ", out[i - begin], " outside /label_vocab (size ", n, ")"));
+}
+
+void SequenceFile::read_tags(int64_t begin, int64_t end, std::vector<int32_t>& out) const {
+  if (task_ != Task::tag) throw Error(cat(path(), ": no tags (task ", task_name(task_), ")"));
+  if (begin < 0 || end > num_sequences() || begin > end)
+    throw Error(cat(path(), ": sequence range [", begin, ", ", end, ") out of bounds"));
+  const int64_t first = offsets_[begin];
+  out.resize(offsets_[end] - first);
+  file_.read_range<int32_t>("/tags", first, out.size(), out.data());
+  const int32_t n = static_cast<int32_t>(label_vocab_.size());
+  for (int64_t i = begin; i < end; ++i)
+    for (int64_t p = offsets_[i]; p < offsets_[i + 1]; ++p) {
+      const int32_t tag = out[p - first];
+      const bool framing = p == offsets_[i] || p + 1 == offsets_[i + 1];
+      if (framing ? tag != kNoTag : tag < 0 || tag >= n)
+        throw InputError(cat(path(), ": sequence ", i, " has tag ", tag, " at position ", p - offsets_[i],
+                             framing ? cat(" (its <s> and </s> carry ", kNoTag, ")")
+                                     : cat(" outside /label_vocab (size ", n, ")")));
+    }
 }
 
 std::vector<int64_t> SequenceFile::read_source_index(int64_t begin, int64_t end) const {
@@ -130,20 +215,46 @@ std::vector<int64_t> SequenceFile::read_source_index(int64_t begin, int64_t end)
   return out;
 }
 
-SequenceWriter::SequenceWriter(std::string path, std::string tokenizer, int deflate_level)
+SequenceWriter::SequenceWriter(std::string path, std::string tokenizer, int deflate_level, Task task)
     : path_(std::move(path)),
       tokenizer_(std::move(tokenizer)),
       deflate_level_(deflate_level),
-      spool_(cat(path_, ".spool.", ::getpid())) {}
+      task_(task),
+      spool_(cat(path_, ".spool.", ::getpid())) {
+  if (task_ == Task::tag) tag_spool_ = std::make_unique<TokenSpool>(cat(path_, ".tags.", ::getpid()));
+}
 
 void SequenceWriter::add(std::span<const int32_t> sequence) {
+  if (task_ != Task::lm) throw Error(cat("SequenceWriter::add: a ", task_name(task_), " sequence needs its labels"));
   if (sequence.empty()) throw Error("SequenceWriter::add: empty sequence");
   spool_.add(sequence);
   lengths_.push_back(static_cast<int64_t>(sequence.size()));
   num_tokens_ += static_cast<int64_t>(sequence.size());
 }
 
-void SequenceWriter::finish(const std::vector<std::string>& vocab) {
+void SequenceWriter::add(std::span<const int32_t> sequence, int32_t label) {
+  if (task_ != Task::classify) throw Error("SequenceWriter::add: a label without task classify");
+  if (sequence.empty()) throw Error("SequenceWriter::add: empty sequence");
+  spool_.add(sequence);
+  labels_.push_back(label);
+  lengths_.push_back(static_cast<int64_t>(sequence.size()));
+  num_tokens_ += static_cast<int64_t>(sequence.size());
+}
+
+void SequenceWriter::add(std::span<const int32_t> sequence, std::span<const int32_t> tags) {
+  if (task_ != Task::tag) throw Error("SequenceWriter::add: tags without task tag");
+  if (sequence.empty() || tags.size() != sequence.size())
+    throw Error(cat("SequenceWriter::add: ", tags.size(), " tags for ", sequence.size(), " tokens"));
+  spool_.add(sequence);
+  // Spooled shifted by one: varints of small non-negative numbers take a byte (kNoTag would take five).
+  shifted_.assign(tags.begin(), tags.end());
+  for (int32_t& t : shifted_) ++t;
+  tag_spool_->add(shifted_);
+  lengths_.push_back(static_cast<int64_t>(sequence.size()));
+  num_tokens_ += static_cast<int64_t>(sequence.size());
+}
+
+void SequenceWriter::finish(const std::vector<std::string>& vocab, const std::vector<std::string>& label_vocab) {
   if (finished_) throw Error("SequenceWriter::finish called twice");
   const int64_t n = num_sequences();
   // A counting sort by length, longest first, equal lengths in input order: the order the spool reads
@@ -163,7 +274,8 @@ void SequenceWriter::finish(const std::vector<std::string>& vocab) {
   {
     h5::File f = h5::File::create(out.temp_path());
     f.write_attr("/", "format", std::string(kFormatName));
-    f.write_attr("/", "version", kFormatVersion);
+    f.write_attr("/", "version", task_ == Task::lm ? int64_t{1} : kFormatVersion);
+    if (task_ != Task::lm) f.write_attr("/", "task", std::string(task_name(task_)));
     f.write_attr("/", "tokenizer", tokenizer_);
     f.write_attr("/", "vocab_size", static_cast<int64_t>(vocab.size()));
     f.write_attr("/", "pad_id", int64_t{kPadId});
@@ -179,12 +291,29 @@ void SequenceWriter::finish(const std::vector<std::string>& vocab) {
     f.write("/offsets", offsets);
     f.write("/source_index", order);
     f.write_strings("/vocab", vocab);
+    if (task_ == Task::classify) {
+      std::vector<int32_t> sorted(n);
+      for (int64_t k = 0; k < n; ++k) sorted[k] = labels_[order[k]];
+      f.write("/labels", sorted);
+    }
+    if (task_ == Task::tag) {
+      // The same lengths in the same input order: the tags come back in the tokens' order.
+      f.create_extendible<int32_t>("/tags", 1 << 16, deflate_level_);
+      tag_spool_->read_sorted([&](std::span<const int32_t> ids) {
+        shifted_.assign(ids.begin(), ids.end());
+        for (int32_t& t : shifted_) --t;
+        f.append<int32_t>("/tags", shifted_.data(), shifted_.size());
+        writeback.step();
+      });
+    }
+    if (task_ != Task::lm) f.write_strings("/label_vocab", label_vocab);
     f.flush();
   }
   out.commit();
   finished_ = true;
   // The spool has served its purpose: free its disk space now rather than when the writer dies.
   spool_.remove();
+  if (tag_spool_) tag_spool_->remove();
 }
 
 }  // namespace rnn_dist
