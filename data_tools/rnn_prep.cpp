@@ -11,7 +11,9 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <boost/program_options.hpp>
@@ -41,6 +43,8 @@ struct Options {
   double test_fraction = 0.0;
   uint64_t seed = 1;
   int compress = 0;
+  bool label_from_file = false;  // each input file is one class: its base name
+  Task task = Task::lm;          // from the format and the label options
 };
 
 enum Split { kTrain, kValid, kTest, kNumSplits };
@@ -64,7 +68,15 @@ std::optional<Options> parse_options(int argc, char** argv) {
        "directory for train.h5, valid.h5, test.h5 (created if missing)")
       ("format", po::value(&format)->default_value("lines"),
        "input format: lines (one record per line), records (records separated by a line holding only "
-       "--record-sep, the fortune file format) or jsonl (one JSON object per line, text in --text-field)")
+       "--record-sep, the fortune file format), jsonl (one JSON object per line, text in --text-field), "
+       "tsv (label<TAB>text per line: classification) or conll (one token per line with its tag in "
+       "--tag-column, a blank line after each sentence: tagging)")
+      ("label-field", po::value(&o.records.label_field)->default_value(""),
+       "jsonl: the member holding each record's label (a string or an integer): classification")
+      ("label-from-file", po::bool_switch(&o.label_from_file),
+       "each --input file is one class, named by the file's base name: classification")
+      ("tag-column", po::value(&o.records.tag_column)->default_value(-1, "last"),
+       "conll: the 0-based column of the tag")
       ("record-sep", po::value(&o.records.separator)->default_value("%"),
        "record separator line for --format records")
       ("text-field", po::value(&o.records.text_field)->default_value("text"),
@@ -102,6 +114,18 @@ std::optional<Options> parse_options(int argc, char** argv) {
   po::notify(vm);
   o.tokenizer_given = !vm["tokenizer"].defaulted();
   o.records.format = parse_record_format(format);
+  const bool tsv = o.records.format == RecordFormat::tsv, conll = o.records.format == RecordFormat::conll;
+  if (!o.records.label_field.empty() && o.records.format != RecordFormat::jsonl)
+    throw InputError("--label-field: applies to --format jsonl");
+  if (o.label_from_file && (tsv || conll || !o.records.label_field.empty()))
+    throw InputError("--label-from-file: the labels come from the file names, not from --format tsv, conll or --label-field");
+  if (!vm["tag-column"].defaulted() && !conll) throw InputError("--tag-column: applies to --format conll");
+  if (conll && o.records.tag_column == 0) throw InputError("--tag-column: column 0 is the token");
+  o.task = conll ? Task::tag : (tsv || o.label_from_file || !o.records.label_field.empty()) ? Task::classify : Task::lm;
+  // A CoNLL file's tokens are its tokens: a word-level vocabulary of them, not split further.
+  if (conll && o.tokenizer_given && o.tokenizer != "word")
+    throw InputError(cat("--tokenizer ", o.tokenizer, ": --format conll takes the file's tokens as they are (word)"));
+  if (conll) o.tokenizer = "word";
   if (o.tokenizer_given || o.vocab_from.empty()) {
     try {
       parse_tokenizer_kind(o.tokenizer);
@@ -142,35 +166,59 @@ Split split_of(const Options& o, uint64_t record_index) {
   return kTrain;
 }
 
-// Calls f(record, split) for every record of every input, in input order.
+// Calls f(record, source, split, label) for every record of every input, in input order; label is the
+// record's label text (classify), from the record or, with --label-from-file, the file's base name.
 template <class F>
 uint64_t for_each_record(const Options& o, F&& f) {
   uint64_t index = 0, bytes = 0;
   for (const auto& path : o.inputs) {
     RecordReader reader(path, o.records);
+    const std::string file_label = std::filesystem::path(path).filename().string();
     Record r;
-    while (reader.next(r)) f(r, TextSource{path, r.offset}, split_of(o, index++));
+    while (reader.next(r)) {
+      const std::string_view label = o.label_from_file ? std::string_view(file_label) : r.label;
+      f(r, TextSource{path, r.offset}, split_of(o, index++), label);
+    }
     bytes += reader.bytes_read();
   }
   return bytes;
 }
 
-Tokenizer make_tokenizer(const Options& o) {
+// The tokenizer, and the label vocabulary (classify: the labels, tag: the tags of the training split,
+// sorted; or those of --vocab-from).
+struct Vocabularies {
+  Tokenizer tokenizer;
+  std::vector<std::string> labels;
+};
+
+Vocabularies make_vocabularies(const Options& o) {
   const bool replace = o.records.utf8_replace;
   if (!o.vocab_from.empty()) {
     SequenceFile f = SequenceFile::open(o.vocab_from);
     if (o.tokenizer_given && f.tokenizer() != o.tokenizer)
       throw InputError(cat(o.vocab_from, ": --vocab-from file has tokenizer '", f.tokenizer(), "' but --tokenizer is '",
                            o.tokenizer, "'"));
-    return Tokenizer::from_file(f, replace);
+    if (f.task() != o.task)
+      throw InputError(cat(o.vocab_from, ": --vocab-from file is for task ", task_name(f.task()), ", these inputs for ",
+                           task_name(o.task)));
+    return {Tokenizer::from_file(f, replace), f.label_vocab()};
   }
   TokenizerKind kind = parse_tokenizer_kind(o.tokenizer);
-  if (kind == TokenizerKind::byte) return Tokenizer(o.tokenizer, byte_vocab(), replace);
   VocabCounter counter(kind, replace);
-  for_each_record(o, [&](const Record& r, const TextSource& src, Split split) {
-    if (split == kTrain) counter.add(r.text, src);
-  });
-  return Tokenizer(o.tokenizer, counter.vocab(o.min_count, o.max_vocab), replace);
+  std::set<std::string, std::less<>> labels;
+  if (kind != TokenizerKind::byte || o.task != Task::lm)
+    for_each_record(o, [&](const Record& r, const TextSource& src, Split split, std::string_view label) {
+      if (split != kTrain) return;
+      if (o.task == Task::tag) {
+        for (std::string_view t : r.tokens) counter.add_token(t);
+        labels.insert(r.tags.begin(), r.tags.end());
+      } else {
+        counter.add(r.text, src);
+        if (o.task == Task::classify) labels.emplace(label);
+      }
+    });
+  std::vector<std::string> vocab = kind == TokenizerKind::byte ? byte_vocab() : counter.vocab(o.min_count, o.max_vocab);
+  return {Tokenizer(o.tokenizer, std::move(vocab), replace), {labels.begin(), labels.end()}};
 }
 
 struct SplitStats {
@@ -184,7 +232,8 @@ int run(const Options& o) {
   std::error_code ec;
   std::filesystem::create_directories(o.output_dir, ec);
   if (ec) throw InputError(cat(o.output_dir, ": cannot create the output directory: ", ec.message()));
-  const bool two_passes = o.vocab_from.empty() && parse_tokenizer_kind(o.tokenizer) != TokenizerKind::byte;
+  const bool two_passes =
+      o.vocab_from.empty() && (parse_tokenizer_kind(o.tokenizer) != TokenizerKind::byte || o.task != Task::lm);
   for (const auto& path : o.inputs) {
     for (const char* split : kSplitNames) {
       const std::filesystem::path out = std::filesystem::path(o.output_dir) / cat(split, ".h5");
@@ -193,28 +242,66 @@ int run(const Options& o) {
     }
     // A pipe (<(cat f), /dev/stdin) reads once: the vocabulary pass would leave nothing for the encoding.
     if (two_passes && !std::filesystem::is_regular_file(path, ec))
-      throw InputError(cat("--input ", path, ": is a pipe or another stream, which can be read only once, and the ",
-                           o.tokenizer, " tokenizer reads its input twice (vocabulary, then encoding): write it to a "
-                           "file first (--tokenizer byte and --vocab-from read it once)"));
+      throw InputError(cat("--input ", path, ": is a pipe or another stream, which can be read only once, and ",
+                           o.task == Task::lm ? cat("the ", o.tokenizer, " tokenizer") : cat("task ", task_name(o.task)),
+                           " reads its input twice (vocabulary, then encoding): write it to a file first "
+                           "(--vocab-from, and --tokenizer byte for a language model, read it once)"));
   }
 
-  Tokenizer tok = make_tokenizer(o);
+  const Vocabularies vocabularies = make_vocabularies(o);
+  const Tokenizer& tok = vocabularies.tokenizer;
+  const std::vector<std::string>& label_vocab = vocabularies.labels;
+  std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>> label_ids;
+  for (size_t id = 0; id < label_vocab.size(); ++id) label_ids.emplace(label_vocab[id], static_cast<int32_t>(id));
+  if (o.task != Task::lm && label_vocab.empty())
+    throw InputError(cat("--input: the training split has no ", o.task == Task::tag ? "tags" : "labels"));
+  // The id of a label or tag, which the training split must have (the model has one output per id).
+  auto label_id = [&](std::string_view label, const TextSource& src, int64_t line) {
+    auto it = label_ids.find(label);
+    if (it == label_ids.end())
+      throw InputError(cat(src.name, ": line ", line, ": ", o.task == Task::tag ? "tag" : "label", " '", label,
+                           "' is not among the training split's (", label_vocab.size(), ")"));
+    return it->second;
+  };
 
   const double fractions[kNumSplits] = {1, o.valid_fraction, o.test_fraction};
   std::string paths[kNumSplits];
   std::unique_ptr<SequenceWriter> writers[kNumSplits];
   for (int s = 0; s < kNumSplits; ++s) {
     paths[s] = (std::filesystem::path(o.output_dir) / cat(kSplitNames[s], ".h5")).string();
-    if (fractions[s] > 0) writers[s] = std::make_unique<SequenceWriter>(paths[s], tok.name(), o.compress);
+    if (fractions[s] > 0) writers[s] = std::make_unique<SequenceWriter>(paths[s], tok.name(), o.compress, o.task);
   }
 
   SplitStats stats[kNumSplits];
   int64_t records = 0, empty = 0, split_records = 0, pieces = 0;
-  std::vector<int32_t> seq, piece;
-  const uint64_t bytes = for_each_record(o, [&](const Record& r, const TextSource& src, Split split) {
+  std::vector<int32_t> seq, piece, tags, piece_tags;
+  const uint64_t bytes = for_each_record(o, [&](const Record& r, const TextSource& src, Split split,
+                                                std::string_view label_text) {
     ++records;
     seq.assign(1, kBosId);
-    int64_t unk = tok.encode(r.text, seq, src);
+    int64_t unk = 0;
+    int32_t label = 0;
+    if (o.task == Task::tag) {
+      tags.assign(1, kNoTag);
+      for (size_t k = 0; k < r.tokens.size(); ++k) {
+        seq.push_back(tok.token_id(r.tokens[k]));
+        unk += seq.back() == kUnkId;
+        tags.push_back(label_id(r.tags[k], src, r.line + static_cast<int64_t>(k)));
+      }
+    } else {
+      unk = tok.encode(r.text, seq, src);
+      if (o.task == Task::classify) label = label_id(label_text, src, r.line);
+    }
+    // The sequence (or piece) with its label or tags, framed.
+    auto add = [&](std::vector<int32_t>& ids, std::vector<int32_t>& its_tags) {
+      ids.push_back(kEosId);
+      if (o.task == Task::lm) writers[split]->add(ids);
+      if (o.task == Task::classify) writers[split]->add(ids, label);
+      if (o.task == Task::tag) {
+        its_tags.push_back(kNoTag);
+        writers[split]->add(ids, its_tags);
+      }
+    };
     const int64_t n = static_cast<int64_t>(seq.size()) - 1;
     if (n == 0) {
       ++empty;
@@ -227,17 +314,20 @@ int run(const Options& o) {
     // --max-len counts every token of a sequence: a piece holds max_len - 2 of the record's.
     const int64_t room = o.max_len - 2;
     if (o.max_len == 0 || n <= room) {
-      seq.push_back(kEosId);
-      writers[split]->add(seq);
+      add(seq, tags);
       return;
     }
+    // Pieces of a labelled record keep its label; a tagged one's tags are cut with its tokens.
     ++split_records;
     for (int64_t at = 1; at <= n; at += room) {
       int64_t len = std::min(room, n + 1 - at);
       piece.assign(1, kBosId);
       piece.insert(piece.end(), seq.begin() + at, seq.begin() + at + len);
-      piece.push_back(kEosId);
-      writers[split]->add(piece);
+      if (o.task == Task::tag) {
+        piece_tags.assign(1, kNoTag);
+        piece_tags.insert(piece_tags.end(), tags.begin() + at, tags.begin() + at + len);
+      }
+      add(piece, piece_tags);
       ++pieces;
     }
   });
@@ -251,7 +341,7 @@ int run(const Options& o) {
   try {
     for (int s = 0; s < kNumSplits; ++s) {
       if (!writers[s] || writers[s]->num_sequences() == 0) continue;
-      writers[s]->finish(tok.vocab());
+      writers[s]->finish(tok.vocab(), label_vocab);
       written.push_back(paths[s]);
     }
   } catch (...) {
@@ -266,8 +356,10 @@ int run(const Options& o) {
   std::cout << "rnn_prep: " << o.inputs.size() << " input file(s), " << bytes << " bytes, format "
             << (o.records.format == RecordFormat::lines     ? "lines"
                 : o.records.format == RecordFormat::records ? "records"
-                                                            : "jsonl")
-            << ", tokenizer " << tok.name() << "\n"
+                : o.records.format == RecordFormat::jsonl   ? "jsonl"
+                : o.records.format == RecordFormat::tsv     ? "tsv"
+                                                            : "conll")
+            << ", tokenizer " << tok.name() << ", task " << task_name(o.task) << "\n"
             << "records:    " << records << " read, " << empty << " empty dropped";
   if (o.max_len > 0)
     std::cout << ", " << split_records << " longer than --max-len " << o.max_len << " split into " << pieces
@@ -277,6 +369,11 @@ int run(const Options& o) {
             << (o.vocab_from.empty() ? (tok.kind() == TokenizerKind::byte ? " (fixed)" : " (from the training split)")
                                      : cat(" (from ", o.vocab_from, ")"))
             << "\n";
+  if (o.task != Task::lm) {
+    std::cout << (o.task == Task::tag ? "tags:       " : "labels:     ") << label_vocab.size() << " (";
+    for (size_t i = 0; i < label_vocab.size() && i < 10; ++i) std::cout << (i ? ", " : "") << label_vocab[i];
+    std::cout << (label_vocab.size() > 10 ? ", ...)" : ")") << "\n";
+  }
   for (int s = 0; s < kNumSplits; ++s) {
     std::cout << std::left << std::setw(7) << cat(kSplitNames[s], ":");
     if (!writers[s] || writers[s]->num_sequences() == 0) {

@@ -82,7 +82,6 @@ std::string open_error(const std::string& path, const std::function<void(Parts&)
   return msg;
 }
 
-#define EXPECT_HAS(msg, part) EXPECT_NE((msg).find(part), std::string::npos) << (msg)
 
 }  // namespace
 

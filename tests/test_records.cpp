@@ -217,3 +217,60 @@ TEST_F(records, MissingFileAndUnknownFormat) {
   EXPECT_EQ(parse_record_format("records"), RecordFormat::records);
   EXPECT_NE(input_error([] { parse_record_format("csv"); }).find("unknown format 'csv'"), std::string::npos);
 }
+
+// tsv: `label<TAB>text`; the text's offset is where it starts in the file.
+TEST_F(records, TsvSplitsTheLabelAtTheFirstTab) {
+  const std::string path = write("a.tsv", "pos\tgood\tfilm\r\nneg\tbad\n");
+  RecordReader r(path, format(RecordFormat::tsv));
+  Record rec;
+  ASSERT_TRUE(r.next(rec));
+  EXPECT_EQ(rec.label, "pos");
+  EXPECT_EQ(rec.text, "good\tfilm");
+  EXPECT_EQ(rec.offset, 4u);
+  ASSERT_TRUE(r.next(rec));
+  EXPECT_EQ(rec.label, "neg");
+  EXPECT_EQ(rec.text, "bad");
+  EXPECT_FALSE(r.next(rec));
+  EXPECT_HAS(input_error([&] { read_all(write("b.tsv", "ok\tx\nno tab here\n"), format(RecordFormat::tsv)); }),
+             "b.tsv: line 2: no tab between the label and the text");
+  EXPECT_HAS(input_error([&] { read_all(write("c.tsv", "\tx\n"), format(RecordFormat::tsv)); }), "line 1: the label is empty");
+}
+
+// jsonl with a label member: a string or an integer, named when missing or of another type.
+TEST_F(records, JsonlLabelIsAStringOrAnInteger) {
+  RecordOptions o = format(RecordFormat::jsonl);
+  o.label_field = "y";
+  RecordReader r(write("a.jsonl", "{\"text\": \"a\", \"y\": \"pos\"}\n{\"y\": -3, \"text\": \"b\"}\n"), o);
+  Record rec;
+  ASSERT_TRUE(r.next(rec));
+  EXPECT_EQ(rec.label, "pos");
+  ASSERT_TRUE(r.next(rec));
+  EXPECT_EQ(rec.label, "-3");
+  EXPECT_EQ(rec.text, "b");
+  EXPECT_HAS(input_error([&] { read_all(write("b.jsonl", "{\"text\": \"a\"}\n"), o); }), "line 1: no member \"y\" (the label)");
+  EXPECT_HAS(input_error([&] { read_all(write("c.jsonl", "{\"text\": \"a\", \"y\": 1.5}\n"), o); }),
+             "member \"y\" is not a string or an integer");
+}
+
+// conll: a sentence per record, its tokens and the tags of a column; -DOCSTART- and extra blank lines
+// skipped; a line without the tag's column is named.
+TEST_F(records, ConllSentencesWithTheirTags) {
+  const std::string path = write("a.conll", "-DOCSTART- -X- O\n\nEU NNP B-ORG\nrejects VBZ O\n\n\nPeter NNP B-PER\n");
+  RecordReader r(path, format(RecordFormat::conll));
+  Record rec;
+  ASSERT_TRUE(r.next(rec));
+  EXPECT_EQ(rec.line, 3);
+  EXPECT_EQ(std::vector<std::string>(rec.tokens.begin(), rec.tokens.end()), (Strings{"EU", "rejects"}));
+  EXPECT_EQ(std::vector<std::string>(rec.tags.begin(), rec.tags.end()), (Strings{"B-ORG", "O"}));
+  ASSERT_TRUE(r.next(rec));
+  EXPECT_EQ(std::vector<std::string>(rec.tokens.begin(), rec.tokens.end()), (Strings{"Peter"}));
+  EXPECT_EQ(std::vector<std::string>(rec.tags.begin(), rec.tags.end()), (Strings{"B-PER"}));
+  EXPECT_FALSE(r.next(rec));
+  RecordOptions col = format(RecordFormat::conll);
+  col.tag_column = 1;
+  RecordReader pos(path, col);
+  ASSERT_TRUE(pos.next(rec));
+  EXPECT_EQ(std::vector<std::string>(rec.tags.begin(), rec.tags.end()), (Strings{"NNP", "VBZ"}));
+  EXPECT_HAS(input_error([&] { read_all(write("b.conll", "EU B-ORG\nalone\n"), format(RecordFormat::conll)); }),
+             "b.conll: line 2: 1 column(s), no tag in column (the last)");
+}

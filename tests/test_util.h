@@ -14,6 +14,9 @@
 namespace rnn_dist {
 
 // The message of the InputError f throws ("" and a test failure when it throws none).
+// The message msg contains part.
+#define EXPECT_HAS(msg, part) EXPECT_NE((msg).find(part), std::string::npos) << (msg)
+
 template <class F>
 std::string input_error(F&& f) {
   try {

@@ -1,5 +1,7 @@
 // `rnn_dist info FILE...`: summary of a sequence file or of a checkpoint.
+#include <algorithm>
 #include <cmath>
+#include <iomanip>
 #include <iostream>
 
 #include "rnn_dist/cli/commands.h"
@@ -84,8 +86,26 @@ int cmd_info(const Args& args) {
               << "  sequences:  " << f.num_sequences() << "\n"
               << "  tokens:     " << f.num_tokens() << "\n"
               << "  lengths:    " << length_summary(lengths) << "\n"
-              << "  labels:     " << (f.has_labels() ? "yes" : "no") << "\n"
-              << "  unigram entropy of targets: " << unigram_entropy(f) << " nats/token\n";
+              << "  task:       " << task_name(f.task()) << "\n";
+    if (f.task() == Task::lm) {
+      std::cout << "  unigram entropy of targets: " << unigram_entropy(f) << " nats/token\n";
+      continue;
+    }
+    // How often each label (or tag) occurs: the majority baseline a model must beat.
+    std::vector<int32_t> ids;
+    std::vector<int64_t> counts(f.label_vocab().size(), 0);
+    if (f.task() == Task::classify)
+      f.read_labels(0, f.num_sequences(), ids);
+    else
+      f.read_tags(0, f.num_sequences(), ids);
+    for (int32_t id : ids)
+      if (id >= 0) ++counts[id];
+    int64_t total = 0, most = 0;
+    for (int64_t c : counts) total += c, most = std::max(most, c);
+    std::cout << "  " << (f.task() == Task::tag ? "tags:       " : "labels:     ") << counts.size() << ":";
+    for (size_t i = 0; i < counts.size(); ++i) std::cout << " " << f.label_vocab()[i] << " " << counts[i];
+    std::cout << "\n  majority baseline: " << std::fixed << std::setprecision(4)
+              << double(most) / double(std::max<int64_t>(total, 1)) << " accuracy" << std::defaultfloat << "\n";
   }
   return 0;
 }

@@ -22,7 +22,8 @@ class JsonParser {
  public:
   JsonParser(std::string_view s, std::string_view where, bool replace) : s_(s), where_(where), replace_(replace) {}
 
-  bool find_member(std::string_view field, std::string& out) {
+  // allow_integer: an integer value is taken too, as its text.
+  bool find_member(std::string_view field, std::string& out, bool allow_integer = false) {
     bool found = false;
     ws();
     expect('{');
@@ -37,13 +38,20 @@ class JsonParser {
         expect(':');
         ws();
         if (key_ == field) {
+          const size_t start = i_;
           if (peek() != '"') {
             value(1);  // malformed JSON is reported as such first
-            throw InputError(cat(where_, ": member \"", field, "\" is not a string"));
+            const std::string_view v = s_.substr(start, i_ - start);
+            const bool integer = !v.empty() && v.find_first_not_of("-0123456789") == std::string_view::npos;
+            if (!allow_integer || !integer)
+              throw InputError(cat(where_, ": member \"", field, "\" is not a string", allow_integer ? " or an integer" : ""));
+            out.assign(v);
+            found = true;
+          } else {
+            out.clear();
+            string(&out);
+            found = true;
           }
-          out.clear();
-          string(&out);
-          found = true;
         } else {
           value(1);
         }
@@ -225,6 +233,16 @@ class JsonParser {
   std::string key_;
 };
 
+// A record's fields for a new record, keeping the vectors' capacity.
+void reset(Record& r, std::string_view text, int64_t line, uint64_t offset) {
+  r.text = text;
+  r.line = line;
+  r.offset = offset;
+  r.label = {};
+  r.tokens.clear();
+  r.tags.clear();
+}
+
 bool blank(std::string_view s) {
   for (char c : s)
     if (c != ' ' && c != '\t' && c != '\r') return false;
@@ -237,12 +255,19 @@ RecordFormat parse_record_format(std::string_view name) {
   if (name == "lines") return RecordFormat::lines;
   if (name == "records") return RecordFormat::records;
   if (name == "jsonl") return RecordFormat::jsonl;
-  throw InputError(cat("--format: unknown format '", name, "' (expected lines, records or jsonl)"));
+  if (name == "tsv") return RecordFormat::tsv;
+  if (name == "conll") return RecordFormat::conll;
+  throw InputError(cat("--format: unknown format '", name, "' (expected lines, records, jsonl, tsv or conll)"));
 }
 
 bool json_string_field(std::string_view json, std::string_view field, std::string& out, std::string_view where,
                        bool replace) {
   return JsonParser(json, where, replace).find_member(field, out);
+}
+
+bool json_label_field(std::string_view json, std::string_view field, std::string& out, std::string_view where,
+                      bool replace) {
+  return JsonParser(json, where, replace).find_member(field, out, true);
 }
 
 RecordReader::RecordReader(std::string path, RecordOptions options)
@@ -296,7 +321,7 @@ bool RecordReader::next(Record& record) {
   switch (options_.format) {
     case RecordFormat::lines:
       if (!next_line(line, offset)) return false;
-      record = Record{line, line_, offset};
+      reset(record, line, line_, offset);
       return true;
 
     case RecordFormat::records: {
@@ -307,7 +332,7 @@ bool RecordReader::next(Record& record) {
           if (!any) return false;
           break;  // the last record needs no separator after it
         }
-        if (!any) record = Record{{}, line_, offset};
+        if (!any) reset(record, {}, line_, offset);
         if (line == options_.separator) break;
         if (any) text_ += '\n';
         text_.append(line);
@@ -321,7 +346,7 @@ bool RecordReader::next(Record& record) {
       do {
         if (!next_line(line, offset)) return false;
       } while (blank(line));
-      record = Record{{}, line_, offset};
+      reset(record, {}, line_, offset);
       if (size_t bad = find_invalid_utf8(line); bad != std::string_view::npos) {
         if (!options_.utf8_replace)
           throw InputError(cat(path_, ": line ", line_, ": invalid UTF-8 at byte offset ", offset + bad,
@@ -332,7 +357,69 @@ bool RecordReader::next(Record& record) {
       if (!json_string_field(line, options_.text_field, text_, cat(path_, ": line ", line_), options_.utf8_replace))
         throw InputError(cat(path_, ": line ", line_, ": no string member \"", options_.text_field, "\""));
       record.text = text_;
+      if (!options_.label_field.empty()) {
+        if (!json_label_field(line, options_.label_field, label_, cat(path_, ": line ", line_), options_.utf8_replace))
+          throw InputError(cat(path_, ": line ", line_, ": no member \"", options_.label_field, "\" (the label)"));
+        if (label_.empty()) throw InputError(cat(path_, ": line ", line_, ": the label is empty"));
+        record.label = label_;
+      }
       return true;
+
+    case RecordFormat::tsv: {
+      if (!next_line(line, offset)) return false;
+      const size_t tab = line.find('\t');
+      if (tab == std::string_view::npos)
+        throw InputError(cat(path_, ": line ", line_, ": no tab between the label and the text"));
+      if (tab == 0) throw InputError(cat(path_, ": line ", line_, ": the label is empty"));
+      if (size_t bad = find_invalid_utf8(line.substr(0, tab)); bad != std::string_view::npos)
+        throw InputError(cat(path_, ": line ", line_, ": invalid UTF-8 in the label at byte offset ", offset + bad));
+      reset(record, line.substr(tab + 1), line_, offset + tab + 1);
+      record.label = line.substr(0, tab);
+      return true;
+    }
+
+    case RecordFormat::conll: {
+      text_.clear();
+      spans_.clear();
+      int64_t first_line = 0;
+      uint64_t first_offset = 0;
+      for (;;) {
+        const bool more = next_line(line, offset);
+        if (!more || blank(line)) {
+          if (!spans_.empty() || !more) break;  // a sentence ends; blank lines between sentences are skipped
+          continue;
+        }
+        if (line.starts_with("-DOCSTART-")) continue;
+        if (size_t bad = find_invalid_utf8(line); bad != std::string_view::npos)
+          throw InputError(cat(path_, ": line ", line_, ": invalid UTF-8 at byte offset ", offset + bad));
+        // Whitespace-separated columns: the token first, the tag in tag_column.
+        std::vector<std::string_view>& columns = columns_;
+        columns.clear();
+        for (size_t i = 0; i < line.size();) {
+          while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+          size_t j = i;
+          while (j < line.size() && line[j] != ' ' && line[j] != '\t') ++j;
+          if (j > i) columns.push_back(line.substr(i, j - i));
+          i = j;
+        }
+        const int col = options_.tag_column < 0 ? static_cast<int>(columns.size()) - 1 : options_.tag_column;
+        if (columns.size() < 2 || col < 1 || col >= static_cast<int>(columns.size()))
+          throw InputError(cat(path_, ": line ", line_, ": ", columns.size(), " column(s), no tag in column ",
+                               options_.tag_column < 0 ? cat("(the last)") : cat(options_.tag_column)));
+        if (spans_.empty()) first_line = line_, first_offset = offset;
+        for (std::string_view part : {columns[0], columns[col]}) {
+          spans_.emplace_back(text_.size(), part.size());
+          text_.append(part);
+        }
+      }
+      if (spans_.empty()) return false;
+      reset(record, {}, first_line, first_offset);
+      for (size_t k = 0; k < spans_.size(); k += 2) {
+        record.tokens.push_back(std::string_view(text_).substr(spans_[k].first, spans_[k].second));
+        record.tags.push_back(std::string_view(text_).substr(spans_[k + 1].first, spans_[k + 1].second));
+      }
+      return true;
+    }
   }
   return false;
 }

@@ -324,6 +324,12 @@ std::string Tokenizer::decode(std::span<const int32_t> ids) const {
   return out;
 }
 
+int32_t Tokenizer::token_id(std::string_view token) const {
+  if (kind_ != TokenizerKind::word) throw Error("Tokenizer::token_id: whole tokens are for the word tokenizer");
+  auto it = word_ids_.find(token);
+  return it == word_ids_.end() ? kUnkId : it->second;
+}
+
 VocabCounter::VocabCounter(TokenizerKind kind, bool utf8_replace) : kind_(kind), utf8_replace_(utf8_replace) {
   if (kind_ == TokenizerKind::chr) char_counts_.assign(kMaxCodePoint + 1, 0);
 }
@@ -348,6 +354,15 @@ void VocabCounter::add(std::string_view text, const TextSource& src) {
       break;
     }
   }
+}
+
+void VocabCounter::add_token(std::string_view token) {
+  if (kind_ != TokenizerKind::word) throw Error("VocabCounter::add_token: whole tokens are for the word tokenizer");
+  auto it = word_counts_.find(token);
+  if (it == word_counts_.end())
+    word_counts_.emplace(std::string(token), 1);
+  else
+    ++it->second;
 }
 
 std::vector<std::string> VocabCounter::vocab(int64_t min_count, int64_t max_vocab) const {

@@ -176,6 +176,40 @@ rc=0
 "$PREP" --input fortunes.txt --output-dir maxlen2 --max-len 2 > /dev/null 2> err.txt || rc=$?
 check "--max-len 2 -> exit 2" test "$rc:$(grep -c 'at least 3' err.txt)" = "2:1"
 
+# Classification data: tsv, jsonl with --label-field, --label-from-file. The labels come from the
+# training split, sorted; a label only the other splits have is refused by name.
+for i in $(seq 1 60); do printf 'l%d\ttext number %d\n' $((i % 3)) "$i"; done > labelled.tsv
+rc=0
+"$PREP" --input labelled.tsv --output-dir tsvout --format tsv --tokenizer word --valid-fraction 0.2 > tsv.sum 2> err.txt || rc=$?
+check "tsv: task classify, 3 labels" test "$rc:$(grep -c '^labels: *3 (l0, l1, l2)' tsv.sum)" = "0:1"
+check "tsv: info counts the labels" grep -q "labels:     3: l0 [0-9]* l1 [0-9]* l2 [0-9]*" <("${INFO[@]}" tsvout/train.h5)
+check "tsv: valid.h5 is a classify file too" grep -q "task:       classify" <("${INFO[@]}" tsvout/valid.h5)
+printf 'a\tx\nb\ty\n' > trainlabels.tsv
+rc=0
+"$PREP" --input trainlabels.tsv --output-dir unseen --format tsv --valid-fraction 0.5 --seed 1 > /dev/null 2> err.txt || rc=$?
+check "a label seen only outside the training split -> exit 2 naming it" \
+  test "$rc:$(grep -c "label '.' is not among the training split's" err.txt)" = "2:1"
+printf '{"text": "up", "stars": 5}\n{"text": "down", "stars": 1}\n' > stars.jsonl
+"$PREP" --input stars.jsonl --output-dir jl --format jsonl --label-field stars --valid-fraction 0 > jl.sum
+check "jsonl --label-field with integer labels" grep -q "^labels: *2 (1, 5)" jl.sum
+mkdir -p classes
+printf 'one\ntwo\n' > classes/alpha
+printf 'three\n' > classes/beta
+"$PREP" --input classes/alpha classes/beta --output-dir lff --label-from-file --valid-fraction 0 > lff.sum
+check "--label-from-file: the files' base names are the labels" grep -q "^labels: *2 (alpha, beta)" lff.sum
+rc=0
+"$PREP" --input labelled.tsv --output-dir x --format tsv --label-from-file > /dev/null 2> err.txt || rc=$?
+check "--label-from-file with tsv -> exit 2" test "$rc:$(grep -c 'label-from-file' err.txt)" = "2:1"
+
+# Tagging data: CoNLL, a tag per token; the tokens are the file's own (word vocabulary).
+printf -- '-DOCSTART- O\n\nEU B-ORG\nrejects O\nU.S. B-LOC\n\nPeter B-PER\nBlackburn I-PER\n\n' > ner.conll
+"$PREP" --input ner.conll --output-dir ner --format conll --valid-fraction 0 > ner.sum
+check "conll: task tag, 5 tags" grep -q "^tags: *5 (B-LOC, B-ORG, B-PER, I-PER, O)" ner.sum
+check "conll: U.S. is one token (2 sentences, 5 tokens + framing)" grep -q "2 sequences from 2 records, 9 tokens" ner.sum
+rc=0
+"$PREP" --input ner.conll --output-dir ner2 --format conll --tokenizer char > /dev/null 2> err.txt || rc=$?
+check "conll with --tokenizer char -> exit 2" test "$rc:$(grep -c 'conll takes the file' err.txt)" = "2:1"
+
 # The summary on a full device: exit 1 with the reason (the files themselves are written).
 rc=0
 "$PREP" --input fortunes.txt --output-dir full-out --format records >/dev/full 2>err.txt || rc=$?

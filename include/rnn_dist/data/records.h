@@ -9,9 +9,9 @@
 
 namespace rnn_dist {
 
-enum class RecordFormat { lines, records, jsonl };
+enum class RecordFormat { lines, records, jsonl, tsv, conll };
 
-// "lines", "records" or "jsonl"; anything else is an InputError.
+// "lines", "records", "jsonl", "tsv" or "conll"; anything else is an InputError.
 RecordFormat parse_record_format(std::string_view name);
 
 struct RecordOptions {
@@ -20,14 +20,18 @@ struct RecordOptions {
   std::string text_field = "text";  // jsonl: the top-level string member holding the text
   bool utf8_replace = false;        // jsonl: ill-formed UTF-8 and lone surrogates become U+FFFD
   bool keep_cr = false;             // keep the '\r' of a CRLF line end as part of the line
+  std::string label_field;          // jsonl: the top-level member holding the label ("" = none)
+  int tag_column = -1;              // conll: the column of the tag (0-based; -1 = the last)
 };
 
 struct Record {
-  std::string_view text;  // valid until the next call of next()
+  std::string_view text;  // valid until the next call of next() (empty for conll), as the views below
   int64_t line = 0;       // 1-based line of the file where the record starts
   // Byte offset of the record in the file. For lines and records, text is exactly the file's bytes from
   // here, so offset + position in text is the file position; for jsonl it is where the line starts.
   uint64_t offset = 0;
+  std::string_view label;                      // tsv, and jsonl with a label_field: the record's label
+  std::vector<std::string_view> tokens, tags;  // conll: the sentence's tokens and their tags
 };
 
 // Reads one file record by record. A line ends at '\n'; the '\r' of a CRLF line end is not part of it
@@ -36,8 +40,12 @@ struct Record {
 //  records: records are separated by lines holding only the separator; a record's text is its lines
 //           joined with '\n' (no trailing newline); a final separator is optional; a record must fit
 //           in memory.
-//  jsonl:   every non-blank line is a JSON object; the record is its text_field string. The line must be
-//           valid UTF-8 (JSON text is), checked here so errors can name the file position.
+//  jsonl:   every non-blank line is a JSON object; the record is its text_field string, and with a
+//           label_field the label is that member's string or integer. The line must be valid UTF-8 (JSON
+//           text is), checked here so errors can name the file position.
+//  tsv:     every line is `label<TAB>text`.
+//  conll:   one token per line, whitespace-separated columns (the token first, its tag in tag_column), a
+//           blank line after each sentence; -DOCSTART- lines are skipped. A record is a sentence.
 // Errors are InputError "<path>: ..." naming the line.
 class RecordReader {
  public:
@@ -62,8 +70,11 @@ class RecordReader {
   bool eof_ = false;
   uint64_t consumed_ = 0;
   int64_t line_ = 0;
-  std::string text_;   // records and jsonl: the current record's text
+  std::string text_;   // records and jsonl: the current record's text; conll: its tokens and tags
   std::string fixed_;  // jsonl: the line with ill-formed UTF-8 replaced
+  std::string label_;  // jsonl: the current record's label
+  std::vector<std::pair<size_t, size_t>> spans_;  // conll: (offset, size) in text_ of each token, then tag
+  std::vector<std::string_view> columns_;         // conll: the columns of the current line
 };
 
 // Parses one JSON object (json, a whole JSONL line) and stores the value of its top-level member `field`
@@ -72,5 +83,8 @@ class RecordReader {
 // value or a lone surrogate throws InputError "<where>: ..." naming the column.
 bool json_string_field(std::string_view json, std::string_view field, std::string& out, std::string_view where,
                        bool replace = false);
+// The same for a member that may also be an integer (its digits become out): a label.
+bool json_label_field(std::string_view json, std::string_view field, std::string& out, std::string_view where,
+                      bool replace = false);
 
 }  // namespace rnn_dist

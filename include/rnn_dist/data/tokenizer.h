@@ -70,6 +70,8 @@ class Tokenizer {
   // Ill-formed UTF-8 (char and word) throws InputError "<src.name>: invalid UTF-8 at byte offset N".
   int64_t encode(std::string_view text, std::vector<int32_t>& out, const TextSource& src = {}) const;
   std::vector<int32_t> encode(std::string_view text) const;
+  // word: the id of one token given whole (a token of a CoNLL file), or <unk>; not split further.
+  int32_t token_id(std::string_view token) const;
   // Text of the ids: <pad>, <s> and </s> are skipped, <unk> appears as "<unk>"; char and byte
   // concatenate, word joins with single spaces. An id outside the vocabulary is an InputError.
   std::string decode(std::span<const int32_t> ids) const;
@@ -89,6 +91,8 @@ class VocabCounter {
   explicit VocabCounter(TokenizerKind kind, bool utf8_replace = false);
   // Counts the tokens of text; ill-formed UTF-8 is handled as in Tokenizer::encode.
   void add(std::string_view text, const TextSource& src = {});
+  // word: counts one token given whole (see Tokenizer::token_id).
+  void add_token(std::string_view token);
   // Tokens seen fewer than min_count times are left out; max_vocab > 0 caps the vocabulary size
   // (reserved tokens included). The byte tokenizer's vocabulary is always byte_vocab().
   std::vector<std::string> vocab(int64_t min_count = 1, int64_t max_vocab = 0) const;
