@@ -20,33 +20,59 @@ extern "C" void openblas_set_num_threads(int);
 namespace rnn_dist {
 namespace {
 
+// Reverses every sequence of a packed batch in place of its rows: row (t, b) <-> row (L_b - 1 - t, b). The
+// packing of the reversed batch is the same (the same lengths), so the reverse direction of a
+// bidirectional layer is the forward kernel on the reversed rows, and its outputs reversed back: each
+// sequence's reverse pass starts at its own last token, as PyTorch's packed nn.LSTM does.
+void reverse_rows(const Packing& packing, std::vector<int64_t>& perm) {
+  perm.resize(static_cast<size_t>(packing.rows()));
+  for (int b = 0; b < packing.batch(); ++b)
+    for (int t = 0, L = packing.lengths[b]; t < L; ++t) perm[packing.row(t, b)] = packing.row(L - 1 - t, b);
+}
+
+// dst[r, dst_col0 : dst_col0 + width] = src[perm ? perm[r] : r, src_col0 : src_col0 + width] for every
+// row; add accumulates instead.
+void copy_block(const float* src, int64_t src_stride, int64_t src_col0, float* dst, int64_t dst_stride,
+                int64_t dst_col0, int64_t width, int64_t rows, const std::vector<int64_t>* perm, bool add = false) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* from = src + (perm ? (*perm)[r] : r) * src_stride + src_col0;
+    float* to = dst + r * dst_stride + dst_col0;
+    if (add)
+      for (int64_t k = 0; k < width; ++k) to[k] += from[k];
+    else
+      std::memcpy(to, from, static_cast<size_t>(width) * sizeof(float));
+  }
+}
+
 class CpuLstm final : public Lstm {
  public:
-  CpuLstm(Backend& backend, cpu::Team& team, const LstmShape& shape) : backend_(backend), team_(team), shape_(shape) {
+  CpuLstm(Backend& backend, cpu::Team& team, const LstmShape& shape)
+      : backend_(backend), team_(team), shape_(shape), dirs_(shape.bidirectional ? 2 : 1) {
     int64_t offset = 0;
-    for (int l = 0; l < shape.layers; ++l) {
-      int in = l == 0 ? shape.input : shape.hidden;
-      int64_t g = 4 * int64_t{shape.hidden};
-      std::string s = cat("_l", l);
-      params_.push_back({"weight_ih" + s, offset, {g, in}});
-      offset += g * in;
-      params_.push_back({"weight_hh" + s, offset, {g, shape.hidden}});
-      offset += g * shape.hidden;
-      params_.push_back({"bias_ih" + s, offset, {g}});
-      offset += g;
-      params_.push_back({"bias_hh" + s, offset, {g}});
-      offset += g;
-    }
+    // PyTorch's order and names: per layer, the forward direction's four tensors, then the reverse's.
+    for (int l = 0; l < shape.layers; ++l)
+      for (int d = 0; d < dirs_; ++d) {
+        const int in = input_of(l);
+        const int64_t g = 4 * int64_t{shape.hidden};
+        const std::string s = cat("_l", l, d ? "_reverse" : "");
+        params_.push_back({"weight_ih" + s, offset, {g, in}});
+        offset += g * in;
+        params_.push_back({"weight_hh" + s, offset, {g, shape.hidden}});
+        offset += g * shape.hidden;
+        params_.push_back({"bias_ih" + s, offset, {g}});
+        offset += g;
+        params_.push_back({"bias_hh" + s, offset, {g}});
+        offset += g;
+      }
     elems_ = offset;
+    for (int k = 0; k < shape.layers * dirs_; ++k) cache_.emplace_back(backend, std::vector<int64_t>{0});
     for (int l = 0; l < shape.layers; ++l) {
-      cache_.emplace_back(backend, std::vector<int64_t>{0});
       out_.emplace_back(backend, std::vector<int64_t>{0});
       in_.emplace_back(backend, std::vector<int64_t>{0});
+      reversed_in_.emplace_back(backend, std::vector<int64_t>{0});
     }
-    workspace_ = Tensor(backend, {0});
-    grad_a_ = Tensor(backend, {0});
-    grad_b_ = Tensor(backend, {0});
-    infer_ws_ = Tensor(backend, {0});
+    for (Tensor* t : {&workspace_, &grad_a_, &grad_b_, &infer_ws_, &dir_y_, &dir_dy_, &dir_dx_, &reversed_x_})
+      *t = Tensor(backend, {0});
   }
 
   int64_t weight_elems() const override { return elems_; }
@@ -61,22 +87,34 @@ class CpuLstm final : public Lstm {
     c0_ = c0;
     seed_ = dropout_seed;
     drop_ = shape_.dropout;
+    if (dirs_ == 2) reverse_rows(packing, perm_);
     const int64_t rows = packing.rows(), bh = int64_t{packing.batch()} * shape_.hidden;
-    const int H = shape_.hidden;
+    const int H = shape_.hidden, W = dirs_ * H;
     const float* input = x;
     for (int l = 0; l < shape_.layers; ++l) {
-      bool top = l == shape_.layers - 1;
-      cache_[l].resize(static_cast<int64_t>(cpu::lstm_cache_elems(rows, H)));
-      if (!top) out_[l].resize({rows, H});
+      const bool top = l == shape_.layers - 1;
+      if (!top) out_[l].resize({rows, W});
       float* out = top ? y : out_[l].data();
-      cpu::lstm_layer_forward<float>(packing, layer(weights, l), input, h0 ? h0 + l * bh : nullptr,
-                                     c0 ? c0 + l * bh : nullptr, out, hn ? hn + l * bh : nullptr,
-                                     cn ? cn + l * bh : nullptr, cpu::lstm_cache_view(cache_[l].data(), rows, H),
-                                     &team_);
+      if (dirs_ == 2) {
+        reversed_in_[l].resize({rows, int64_t{input_of(l)}});
+        copy_block(input, input_of(l), 0, reversed_in_[l].data(), input_of(l), 0, input_of(l), rows, &perm_);
+        dir_y_.resize({rows, H});
+      }
+      for (int d = 0; d < dirs_; ++d) {
+        const int k = l * dirs_ + d;
+        cache_[k].resize(static_cast<int64_t>(cpu::lstm_cache_elems(rows, H)));
+        // One direction alone writes the layer's output; two write theirs apart, then side by side.
+        float* dir_out = dirs_ == 1 ? out : dir_y_.data();
+        cpu::lstm_layer_forward<float>(packing, layer(weights, l, d), d ? reversed_in_[l].data() : input,
+                                       h0 ? h0 + k * bh : nullptr, c0 ? c0 + k * bh : nullptr, dir_out,
+                                       hn ? hn + k * bh : nullptr, cn ? cn + k * bh : nullptr,
+                                       cpu::lstm_cache_view(cache_[k].data(), rows, H), &team_);
+        if (dirs_ == 2) copy_block(dir_out, H, 0, out, W, d * H, H, rows, d ? &perm_ : nullptr);
+      }
       if (!top) {
         if (drop_ > 0) {
-          in_[l + 1].resize({rows, H});
-          backend_.dropout(out, rows * H, drop_, seed_ + l, in_[l + 1].data());
+          in_[l + 1].resize({rows, W});
+          backend_.dropout(out, rows * W, drop_, seed_ + l, in_[l + 1].data());
           input = in_[l + 1].data();
         } else {
           input = out;
@@ -89,62 +127,96 @@ class CpuLstm final : public Lstm {
                 float* dc0, float* dweights) override {
     const Packing& packing = *packing_;
     const int64_t rows = packing.rows(), bh = int64_t{packing.batch()} * shape_.hidden;
-    const int H = shape_.hidden;
+    const int H = shape_.hidden, W = dirs_ * H;
     workspace_.resize(static_cast<int64_t>(cpu::lstm_backward_workspace_elems(rows, packing.batch(), H)));
     const float* dout = dy;
     for (int l = shape_.layers - 1; l >= 0; --l) {
+      const int in = input_of(l);
       const float* input = l == 0 ? x_ : (drop_ > 0 ? in_[l].data() : out_[l - 1].data());
       Tensor& gin = (l % 2) ? grad_a_ : grad_b_;
       float* din = dx;
       if (l > 0) {
-        gin.resize({rows, H});
+        gin.resize({rows, int64_t{in}});
         din = gin.data();
       }
-      cpu::LstmLayerParams<float> p = layer(weights, l);
-      cpu::lstm_layer_backward<float>(packing, p, input, h0_ ? h0_ + l * bh : nullptr, c0_ ? c0_ + l * bh : nullptr,
-                                      cpu::lstm_cache_view(cache_[l].data(), rows, H), dout,
-                                      dhn ? dhn + l * bh : nullptr, dcn ? dcn + l * bh : nullptr, din,
-                                      dh0 ? dh0 + l * bh : nullptr, dc0 ? dc0 + l * bh : nullptr,
-                                      grads(dweights, l), workspace_.data(), &team_);
-      if (l > 0 && drop_ > 0) backend_.dropout(din, rows * H, drop_, seed_ + (l - 1), din);
+      for (int d = 0; d < dirs_; ++d) {
+        const int k = l * dirs_ + d;
+        // Two directions: this one's columns of the output gradient (in its own row order), and its input
+        // gradient, reversed back and summed with the other's.
+        const float* dir_dy = dout;
+        float* dir_dx = din;
+        if (dirs_ == 2) {
+          dir_dy_.resize({rows, H});
+          copy_block(dout, W, d * H, dir_dy_.data(), H, 0, H, rows, d ? &perm_ : nullptr);
+          dir_dy = dir_dy_.data();
+          if (din) {
+            dir_dx_.resize({rows, int64_t{in}});
+            dir_dx = dir_dx_.data();
+          }
+        }
+        cpu::lstm_layer_backward<float>(packing, layer(weights, l, d), d ? reversed_in_[l].data() : input,
+                                        h0_ ? h0_ + k * bh : nullptr, c0_ ? c0_ + k * bh : nullptr,
+                                        cpu::lstm_cache_view(cache_[k].data(), rows, H), dir_dy,
+                                        dhn ? dhn + k * bh : nullptr, dcn ? dcn + k * bh : nullptr, dir_dx,
+                                        dh0 ? dh0 + k * bh : nullptr, dc0 ? dc0 + k * bh : nullptr,
+                                        grads(dweights, l, d), workspace_.data(), &team_);
+        if (dirs_ == 2 && din) copy_block(dir_dx, in, 0, din, in, 0, in, rows, d ? &perm_ : nullptr, d == 1);
+      }
+      if (l > 0 && drop_ > 0) backend_.dropout(din, rows * in, drop_, seed_ + (l - 1), din);
       dout = din;
     }
   }
 
  private:
+  int input_of(int l) const { return l == 0 ? shape_.input : dirs_ * shape_.hidden; }
+
   // Forward pass without dropout that keeps nothing for backward: layer outputs alternate between two
   // buffers and the gate workspace is bounded (cpu::lstm_layer_inference). The training state is untouched.
   void infer(const float* weights, const Packing& packing, const float* x, const float* h0, const float* c0,
              float* y, float* hn, float* cn) {
     const int64_t rows = packing.rows(), bh = int64_t{packing.batch()} * shape_.hidden;
-    const int H = shape_.hidden;
+    const int H = shape_.hidden, W = dirs_ * H;
     infer_ws_.resize(static_cast<int64_t>(cpu::lstm_inference_workspace_elems(rows, packing.batch(), H)));
+    if (dirs_ == 2) {
+      reverse_rows(packing, perm_);
+      dir_y_.resize({rows, H});
+    }
     const float* input = x;
     for (int l = 0; l < shape_.layers; ++l) {
       const bool top = l == shape_.layers - 1;
       Tensor& buf = (l % 2) ? grad_a_ : grad_b_;
-      if (!top) buf.resize({rows, H});
+      if (!top) buf.resize({rows, W});
       float* out = top ? y : buf.data();
-      cpu::lstm_layer_inference<float>(packing, layer(weights, l), input, h0 ? h0 + l * bh : nullptr,
-                                       c0 ? c0 + l * bh : nullptr, out, hn ? hn + l * bh : nullptr,
-                                       cn ? cn + l * bh : nullptr, infer_ws_.data(), &team_);
+      if (dirs_ == 2) {
+        reversed_x_.resize({rows, int64_t{input_of(l)}});
+        copy_block(input, input_of(l), 0, reversed_x_.data(), input_of(l), 0, input_of(l), rows, &perm_);
+      }
+      for (int d = 0; d < dirs_; ++d) {
+        const int k = l * dirs_ + d;
+        float* dir_out = dirs_ == 1 ? out : dir_y_.data();
+        cpu::lstm_layer_inference<float>(packing, layer(weights, l, d), d ? reversed_x_.data() : input,
+                                         h0 ? h0 + k * bh : nullptr, c0 ? c0 + k * bh : nullptr, dir_out,
+                                         hn ? hn + k * bh : nullptr, cn ? cn + k * bh : nullptr, infer_ws_.data(),
+                                         &team_);
+        if (dirs_ == 2) copy_block(dir_out, H, 0, out, W, d * H, H, rows, d ? &perm_ : nullptr);
+      }
       input = out;
     }
   }
 
-  cpu::LstmLayerParams<float> layer(const float* w, int l) const {
-    const ParamSlice* s = &params_[4 * l];
-    int in = l == 0 ? shape_.input : shape_.hidden;
-    return {w + s[0].offset, w + s[1].offset, w + s[2].offset, w + s[3].offset, in, shape_.hidden};
+  cpu::LstmLayerParams<float> layer(const float* w, int l, int d) const {
+    const ParamSlice* s = &params_[4 * (l * dirs_ + d)];
+    return {w + s[0].offset, w + s[1].offset, w + s[2].offset, w + s[3].offset, input_of(l), shape_.hidden};
   }
-  cpu::LstmLayerGrads<float> grads(float* g, int l) const {
-    const ParamSlice* s = &params_[4 * l];
+  cpu::LstmLayerGrads<float> grads(float* g, int l, int d) const {
+    const ParamSlice* s = &params_[4 * (l * dirs_ + d)];
     return {g + s[0].offset, g + s[1].offset, g + s[2].offset, g + s[3].offset};
   }
 
   Backend& backend_;
   cpu::Team& team_;
   LstmShape shape_;
+  const int dirs_;
   std::vector<ParamSlice> params_;
   int64_t elems_ = 0;
   // State of the last training forward, used by backward.
@@ -152,10 +224,12 @@ class CpuLstm final : public Lstm {
   const float *x_ = nullptr, *h0_ = nullptr, *c0_ = nullptr;
   uint64_t seed_ = 0;
   float drop_ = 0;
-  std::vector<Tensor> cache_, out_, in_;  // per layer: saved activations, outputs, dropped inputs
+  std::vector<int64_t> perm_;  // two directions: reverse_rows() of the last batch
+  // Per layer and direction: saved activations; per layer: outputs, dropped inputs, reversed inputs.
+  std::vector<Tensor> cache_, out_, in_, reversed_in_;
   // Backward workspace; the input gradients of layers > 0 (in inference: the layer outputs); inference
-  // workspace.
-  Tensor workspace_, grad_a_, grad_b_, infer_ws_;
+  // workspace; one direction's output, output gradient and input gradient; inference's reversed input.
+  Tensor workspace_, grad_a_, grad_b_, infer_ws_, dir_y_, dir_dy_, dir_dx_, reversed_x_;
 };
 
 class CpuBackend final : public Backend {
