@@ -807,3 +807,46 @@ TEST(CpuModelGradient, FullChainFiniteDifferences) {
 
 }  // namespace
 }  // namespace rnn_dist::cpu
+
+namespace rnn_dist::cpu {
+namespace {
+
+// Pooling over a packed batch: last (with two directions, the forward half from each sequence's last row
+// and the reverse half from its first), mean and max, against a hand count and against central finite
+// differences in double precision.
+TEST(CpuPool, PoolsAndTheirGradients) {
+  const Packing packing = Packing::from_lengths(std::vector<int>{4, 2, 1});
+  const int dim = 6;
+  std::mt19937 rng(5);
+  const Vec<double> y = random_vec<double>(packing.rows() * dim, rng), dout = random_vec<double>(3 * dim, rng);
+  // Hand count for `last`, two directions: sequence 0's forward half from t = 3, reverse half from t = 0.
+  Vec<double> out(3 * dim);
+  std::vector<int32_t> argmax(3 * dim);
+  pool_forward<double>(y.data(), packing, dim, 2, Pool::last, out.data(), argmax.data());
+  EXPECT_EQ(out[0], y[packing.row(3, 0) * dim + 0]);
+  EXPECT_EQ(out[3], y[packing.row(0, 0) * dim + 3]);
+  EXPECT_EQ(out[2 * dim + 1], y[packing.row(0, 2) * dim + 1]);  // a length-1 sequence: its only row
+  pool_forward<double>(y.data(), packing, dim, 1, Pool::mean, out.data(), argmax.data());
+  EXPECT_NEAR(out[dim + 2], (y[packing.row(0, 1) * dim + 2] + y[packing.row(1, 1) * dim + 2]) / 2, 1e-15);
+  for (int directions : {1, 2})
+    for (Pool pool : {Pool::last, Pool::mean, Pool::max}) {
+      auto loss = [&](const Vec<double>& in) {
+        Vec<double> o(3 * dim);
+        std::vector<int32_t> am(3 * dim);
+        pool_forward<double>(in.data(), packing, dim, directions, pool, o.data(), am.data());
+        return dot(o, dout);
+      };
+      pool_forward<double>(y.data(), packing, dim, directions, pool, out.data(), argmax.data());
+      Vec<double> dy(y.size());
+      pool_backward<double>(dout.data(), packing, dim, directions, pool, argmax.data(), dy.data());
+      for (size_t e = 0; e < y.size(); ++e) {
+        Vec<double> p = y, m = y;
+        p[e] += 1e-6;
+        m[e] -= 1e-6;
+        EXPECT_NEAR(dy[e], (loss(p) - loss(m)) / 2e-6, 1e-8) << pool_name(pool) << ", " << directions << " direction(s), element " << e;
+      }
+    }
+}
+
+}  // namespace
+}  // namespace rnn_dist::cpu

@@ -282,6 +282,14 @@ class CpuBackend final : public Backend {
         y[i] = uniform01(seed, static_cast<uint64_t>(i)) < p ? 0.0f : x[i] * keep_scale;
     });
   }
+  void pool_forward(const float* y, const Packing& packing, int dim, int directions, Pool pool, float* out,
+                    int32_t* argmax) override {
+    cpu::pool_forward<float>(y, packing, dim, directions, pool, out, argmax);
+  }
+  void pool_backward(const float* dout, const Packing& packing, int dim, int directions, Pool pool,
+                     const int32_t* argmax, float* dy) override {
+    cpu::pool_backward<float>(dout, packing, dim, directions, pool, argmax, dy);
+  }
   double sum_squares(const float* x, int64_t n) override {
     // Per-member partial sums, added in member order: the result does not depend on timing.
     double part[cpu::Team::kMaxSize] = {};

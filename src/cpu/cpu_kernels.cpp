@@ -593,6 +593,55 @@ double cross_entropy(const T* logits, int64_t rows, int vocab, const int32_t* ta
 }
 
 template <class T>
+void pool_forward(const T* y, const Packing& packing, int dim, int directions, Pool pool, T* out, int32_t* argmax) {
+  const int half = dim / directions;
+  for (int b = 0; b < packing.batch(); ++b) {
+    const int L = packing.lengths[b];
+    T* o = out + int64_t{b} * dim;
+    switch (pool) {
+      case Pool::last:
+        for (int k = 0; k < dim; ++k) o[k] = y[packing.row(k < half ? L - 1 : 0, b) * dim + k];
+        break;
+      case Pool::mean:
+        std::fill_n(o, dim, T(0));
+        for (int t = 0; t < L; ++t)
+          for (int k = 0; k < dim; ++k) o[k] += y[packing.row(t, b) * dim + k];
+        for (int k = 0; k < dim; ++k) o[k] /= static_cast<T>(L);
+        break;
+      case Pool::max:
+        for (int k = 0; k < dim; ++k) {
+          int32_t best = 0;
+          for (int t = 1; t < L; ++t)
+            if (y[packing.row(t, b) * dim + k] > y[packing.row(best, b) * dim + k]) best = t;
+          o[k] = y[packing.row(best, b) * dim + k];
+          argmax[int64_t{b} * dim + k] = best;
+        }
+        break;
+    }
+  }
+}
+
+template <class T>
+void pool_backward(const T* dout, const Packing& packing, int dim, int directions, Pool pool, const int32_t* argmax,
+                   T* dy) {
+  const int half = dim / directions;
+  std::fill_n(dy, packing.rows() * dim, T(0));
+  for (int b = 0; b < packing.batch(); ++b) {
+    const int L = packing.lengths[b];
+    const T* d = dout + int64_t{b} * dim;
+    for (int k = 0; k < dim; ++k) {
+      switch (pool) {
+        case Pool::last: dy[packing.row(k < half ? L - 1 : 0, b) * dim + k] = d[k]; break;
+        case Pool::mean:
+          for (int t = 0; t < L; ++t) dy[packing.row(t, b) * dim + k] = d[k] / static_cast<T>(L);
+          break;
+        case Pool::max: dy[packing.row(argmax[int64_t{b} * dim + k], b) * dim + k] = d[k]; break;
+      }
+    }
+  }
+}
+
+template <class T>
 void apply_mask(const T* x, const T* mask, int64_t n, T* y) {
   for (int64_t e = 0; e < n; ++e) y[e] = x[e] * mask[e];
 }
@@ -612,6 +661,8 @@ void apply_mask(const T* x, const T* mask, int64_t n, T* y) {
   template void linear_forward<T>(const T*, int64_t, int, const T*, const T*, int, T*, Team*);                   \
   template void linear_backward<T>(const T*, int64_t, int, const T*, int, const T*, T*, T*, T*, Team*);          \
   template double cross_entropy<T>(const T*, int64_t, int, const int32_t*, T*, T, Team*);                        \
+  template void pool_forward<T>(const T*, const Packing&, int, int, Pool, T*, int32_t*);                         \
+  template void pool_backward<T>(const T*, const Packing&, int, int, Pool, const int32_t*, T*);                   \
   template void apply_mask<T>(const T*, const T*, int64_t, T*);
 
 RNN_DIST_INSTANTIATE(float)

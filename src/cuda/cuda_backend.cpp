@@ -96,6 +96,7 @@ class CudaBackend final : public Backend {
     // Buffers this backend still owns go back to the pool before the stream and handles are destroyed.
     ones_ = Buffer();
     row_loss_ = Buffer();
+    packing_ = Buffer();
     scratch_ = Buffer();
     if (stream_.s) CUDA_WARN(cudaStreamSynchronize(stream_.s));
   }
@@ -235,6 +236,19 @@ class CudaBackend final : public Backend {
     CUDA_LAUNCH_CHECK(launch_dropout(x, n, p, keep_scale, seed, y, stream_.s));
   }
 
+  void pool_forward(const float* y, const Packing& packing, int dim, int directions, Pool pool, float* out,
+                    int32_t* argmax) override {
+    upload_packing(packing);
+    CUDA_LAUNCH_CHECK(launch_pool_forward(y, lengths(), step_offset(), packing.batch(), dim, directions,
+                                          static_cast<int>(pool), out, argmax, stream_.s));
+  }
+  void pool_backward(const float* dout, const Packing& packing, int dim, int directions, Pool pool,
+                     const int32_t* argmax, float* dy) override {
+    upload_packing(packing);
+    CUDA_CHECK(cudaMemsetAsync(dy, 0, static_cast<size_t>(packing.rows()) * dim * sizeof(float), stream_.s));
+    CUDA_LAUNCH_CHECK(launch_pool_backward(dout, lengths(), step_offset(), packing.batch(), dim, directions,
+                                           static_cast<int>(pool), argmax, dy, stream_.s));
+  }
   double sum_squares(const float* x, int64_t n) override {
     double* out = reinterpret_cast<double*>(loss_result() + 1);
     CUDA_LAUNCH_CHECK(launch_sum_squares(x, n, partial(), out, stream_.s));
@@ -261,6 +275,23 @@ class CudaBackend final : public Backend {
   std::unique_ptr<Lstm> make_lstm(const LstmShape& shape) override { return make_cudnn_lstm(*this, ctx_, shape); }
 
  private:
+  // The packing's lengths and step offsets in device memory, for the pooling kernels.
+  void upload_packing(const Packing& packing) {
+    const size_t lb = packing.lengths.size() * sizeof(int32_t), ob = packing.step_offset.size() * sizeof(int64_t);
+    const size_t need = (lb + 255) / 256 * 256 + ob;
+    if (packing_.bytes() < need) {
+      packing_ = Buffer();
+      packing_ = Buffer(*this, need * 3 / 2 + 256);
+    }
+    packing_lengths_bytes_ = (lb + 255) / 256 * 256;
+    upload(packing_.data(), packing.lengths.data(), lb);
+    upload(static_cast<char*>(packing_.data()) + packing_lengths_bytes_, packing.step_offset.data(), ob);
+  }
+  const int32_t* lengths() const { return static_cast<const int32_t*>(packing_.data()); }
+  const int64_t* step_offset() const {
+    return reinterpret_cast<const int64_t*>(static_cast<const char*>(packing_.data()) + packing_lengths_bytes_);
+  }
+
   void sync_stream() {
     CUDA_CHECK(cudaStreamSynchronize(stream_.s));
     staged_ = 0;
@@ -288,7 +319,8 @@ class CudaBackend final : public Backend {
   CudnnOwner cudnn_;
   PinnedOwner pinned_, staging_;
   size_t staged_ = 0;  // bytes of staging_ that copies enqueued since the last synchronisation may still read
-  Buffer scratch_, row_loss_, ones_;
+  Buffer scratch_, row_loss_, ones_, packing_;
+  size_t packing_lengths_bytes_ = 0;
 };
 
 }  // namespace

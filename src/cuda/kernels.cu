@@ -290,4 +290,63 @@ cudaError_t launch_adam_update(float* p, const float* g, float* m, float* v, int
   return cudaGetLastError();
 }
 
+namespace {
+
+__device__ int64_t packed_row(const int64_t* step_offset, int t, int b) { return step_offset[t] + b; }
+
+// One thread per (sequence, column).
+__global__ void pool_forward_kernel(const float* y, const int32_t* lengths, const int64_t* step_offset, int batch,
+                                    int dim, int half, int pool, float* out, int32_t* argmax) {
+  for (int64_t i = first_index(); i < int64_t{batch} * dim; i += grid_stride()) {
+    const int b = static_cast<int>(i / dim), k = static_cast<int>(i % dim), L = lengths[b];
+    if (pool == 0) {
+      out[i] = y[packed_row(step_offset, k < half ? L - 1 : 0, b) * dim + k];
+    } else if (pool == 1) {
+      float s = 0;
+      for (int t = 0; t < L; ++t) s += y[packed_row(step_offset, t, b) * dim + k];
+      out[i] = s / static_cast<float>(L);
+    } else {
+      int best = 0;
+      for (int t = 1; t < L; ++t)
+        if (y[packed_row(step_offset, t, b) * dim + k] > y[packed_row(step_offset, best, b) * dim + k]) best = t;
+      out[i] = y[packed_row(step_offset, best, b) * dim + k];
+      argmax[i] = best;
+    }
+  }
+}
+
+__global__ void pool_backward_kernel(const float* dout, const int32_t* lengths, const int64_t* step_offset, int batch,
+                                     int dim, int half, int pool, const int32_t* argmax, float* dy) {
+  for (int64_t i = first_index(); i < int64_t{batch} * dim; i += grid_stride()) {
+    const int b = static_cast<int>(i / dim), k = static_cast<int>(i % dim), L = lengths[b];
+    if (pool == 0)
+      dy[packed_row(step_offset, k < half ? L - 1 : 0, b) * dim + k] = dout[i];
+    else if (pool == 1)
+      for (int t = 0; t < L; ++t) dy[packed_row(step_offset, t, b) * dim + k] = dout[i] / static_cast<float>(L);
+    else
+      dy[packed_row(step_offset, argmax[i], b) * dim + k] = dout[i];
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_pool_forward(const float* y, const int32_t* lengths, const int64_t* step_offset, int batch,
+                                int dim, int directions, int pool, float* out, int32_t* argmax, cudaStream_t stream) {
+  const int64_t n = int64_t{batch} * dim;
+  if (n > 0)
+    pool_forward_kernel<<<grid_for(n), kThreads, 0, stream>>>(y, lengths, step_offset, batch, dim, dim / directions,
+                                                              pool, out, argmax);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_pool_backward(const float* dout, const int32_t* lengths, const int64_t* step_offset, int batch,
+                                 int dim, int directions, int pool, const int32_t* argmax, float* dy,
+                                 cudaStream_t stream) {
+  const int64_t n = int64_t{batch} * dim;
+  if (n > 0)
+    pool_backward_kernel<<<grid_for(n), kThreads, 0, stream>>>(dout, lengths, step_offset, batch, dim, dim / directions,
+                                                               pool, argmax, dy);
+  return cudaGetLastError();
+}
+
 }  // namespace rnn_dist::cuda

@@ -50,6 +50,15 @@ cudaError_t launch_dropout(const float* x, int64_t n, float p, float keep_scale,
 // *out = sum of x[i]^2 in double, in a fixed order (deterministic). partial: kReduceBlocks doubles.
 cudaError_t launch_sum_squares(const float* x, int64_t n, double* partial, double* out, cudaStream_t stream);
 
+// Pooling over a packed batch (cpu_kernels.h pool_forward/backward; pool 0 last, 1 mean, 2 max): lengths
+// (batch int32) and step_offset (steps + 1 int64) in device memory describe the packing.
+cudaError_t launch_pool_forward(const float* y, const int32_t* lengths, const int64_t* step_offset, int batch,
+                                int dim, int directions, int pool, float* out, int32_t* argmax, cudaStream_t stream);
+// dy must be zero on entry (the rows nothing is pooled from stay zero).
+cudaError_t launch_pool_backward(const float* dout, const int32_t* lengths, const int64_t* step_offset, int batch,
+                                 int dim, int directions, int pool, const int32_t* argmax, float* dy,
+                                 cudaStream_t stream);
+
 // The updates of optimizer.h with the CPU backend's operation order (no contraction into FMA), so that
 // both backends give the same floats.
 cudaError_t launch_sgd_update(float* p, const float* g, float* velocity, int64_t n, float lr, float momentum,

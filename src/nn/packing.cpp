@@ -1,4 +1,4 @@
-// Packing::from_lengths (see packing.h).
+// Packing::from_lengths and the names of the poolings (see packing.h).
 #include "rnn_dist/nn/packing.h"
 
 #include "rnn_dist/util/error.h"
@@ -26,6 +26,20 @@ Packing Packing::from_lengths(std::span<const int> lengths) {
     p.step_offset[t + 1] = p.step_offset[t] + active;
   }
   return p;
+}
+
+Pool parse_pool(std::string_view name) {
+  for (Pool p : {Pool::last, Pool::mean, Pool::max})
+    if (name == pool_name(p)) return p;
+  throw InputError(cat("--pool: unknown pooling '", name, "' (last, mean or max)"));
+}
+
+const char* pool_name(Pool pool) {
+  switch (pool) {
+    case Pool::mean: return "mean";
+    case Pool::max: return "max";
+    default: return "last";
+  }
 }
 
 }  // namespace rnn_dist

@@ -120,6 +120,17 @@ template <class T>
 double cross_entropy(const T* logits, int64_t rows, int vocab, const int32_t* targets, Nullable<T> dlogits,
                      std::type_identity_t<T> grad_scale, Team* team = nullptr);
 
+// Pools the rows of every sequence of a packed batch (y: rows x dim) into out (batch x dim). With
+// directions == 2 the first half of each row is the forward direction and `last` takes it from the
+// sequence's last row and the second half from its first row. max records in argmax (batch x dim) the row
+// each maximum came from.
+template <class T>
+void pool_forward(const T* y, const Packing& packing, int dim, int directions, Pool pool, T* out, int32_t* argmax);
+// dy (rows x dim, overwritten) = the gradient of y given dout (batch x dim), for the same arguments.
+template <class T>
+void pool_backward(const T* dout, const Packing& packing, int dim, int directions, Pool pool, const int32_t* argmax,
+                   T* dy);
+
 // Dropout with a given mask (entries 0 or 1/(1-p)): y = x * mask, elementwise; y may alias x. The same call
 // serves the forward pass and the backward pass.
 template <class T>

@@ -12,6 +12,7 @@
 
 #include "rnn_dist/data/h5.h"
 #include "rnn_dist/data/spool.h"
+#include "rnn_dist/util/task.h"
 
 namespace rnn_dist {
 
@@ -21,11 +22,6 @@ inline constexpr const char* kFormatName = "rnn_dist.sequences";
 inline constexpr int64_t kFormatVersion = 2;
 inline constexpr int32_t kNoTag = -1;  // the tag of the framing positions <s> and </s> of a tagged sequence
 
-// What the sequences are for: next-token prediction, a label per sequence, or a tag per token.
-enum class Task { lm, classify, tag };
-// "lm", "classify" or "tag"; anything else is an InputError naming `what`.
-Task parse_task(std::string_view name, std::string_view what);
-const char* task_name(Task task);
 inline constexpr int32_t kPadId = 0, kBosId = 1, kEosId = 2, kUnkId = 3;
 inline constexpr int32_t kNumReserved = 4;
 // Text of the reserved ids in /vocab.

@@ -81,6 +81,13 @@ class Backend {
   // y = x * mask, mask[i] = 0 with probability p else 1/(1-p), a pure function of (seed, i): the backward
   // pass calls it with the same seed on the gradient.
   virtual void dropout(const float* x, int64_t n, float p, uint64_t seed, float* y) = 0;
+  // A classifier's pooling over a packed batch (cpu/cpu_kernels.h): y rows x dim to out batch x dim;
+  // argmax, batch x dim int32 in this backend's memory, is written by Pool::max and read by its backward;
+  // pool_backward overwrites dy (rows x dim).
+  virtual void pool_forward(const float* y, const Packing& packing, int dim, int directions, Pool pool, float* out,
+                            int32_t* argmax) = 0;
+  virtual void pool_backward(const float* dout, const Packing& packing, int dim, int directions, Pool pool,
+                             const int32_t* argmax, float* dy) = 0;
   virtual double sum_squares(const float* x, int64_t n) = 0;
   virtual void scale(float* x, int64_t n, float a) = 0;
   // Optimizer updates over flat buffers (see optimizer.h for the formulas).

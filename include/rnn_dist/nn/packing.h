@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
 namespace rnn_dist {
@@ -25,5 +26,13 @@ struct Packing {
   // Packed row of sequence b at step t (requires t < lengths[b]).
   int64_t row(int t, int b) const { return step_offset[t] + b; }
 };
+
+// How a classifier reduces each sequence's rows of LSTM outputs to one row: last (the final state of each
+// direction: the forward half of its last row, the reverse half of its first, as PyTorch's h_n), or the
+// mean or the maximum over its rows.
+enum class Pool { last, mean, max };
+// "last", "mean" or "max"; anything else is an InputError naming --pool.
+Pool parse_pool(std::string_view name);
+const char* pool_name(Pool pool);
 
 }  // namespace rnn_dist
