@@ -1,4 +1,4 @@
-// Model: the forward/backward pass of the language model over one packed batch (see model.h).
+// Model: the forward/backward pass of the sequence model over one packed batch (see model.h).
 #include "rnn_dist/nn/model.h"
 
 #include <algorithm>
@@ -49,52 +49,94 @@ Batch make_batch(const std::vector<int32_t>& tokens, const std::vector<int64_t>&
   return batch;
 }
 
+Batch make_batch(Task task, const std::vector<int32_t>& tokens, const std::vector<int64_t>& lengths,
+                 const std::vector<int32_t>& targets) {
+  if (task == Task::lm) {
+    if (!targets.empty()) throw Error("make_batch: a language model's batch takes no targets");
+    return make_batch(tokens, lengths);
+  }
+  const bool classify = task == Task::classify;
+  const size_t expected = classify ? lengths.size() : tokens.size();
+  if (!targets.empty() && targets.size() != expected)
+    throw Error(cat("make_batch: ", targets.size(), classify ? " labels for " : " tags for ", expected,
+                    classify ? " sequences" : " tokens"));
+  std::vector<int> steps(lengths.size());
+  for (size_t b = 0; b < lengths.size(); ++b) {
+    if (lengths[b] < 3) throw Error(cat("make_batch: sequence ", b, " has no token between <s> and </s>"));
+    steps[b] = static_cast<int>(lengths[b] - 2);
+  }
+  Batch batch;
+  batch.packing = Packing::from_lengths(steps);
+  const int64_t rows = batch.packing.rows();
+  const bool tags = !classify && !targets.empty();
+  batch.inputs.resize(rows);
+  if (tags) batch.targets.resize(rows);
+  int64_t start = 0;
+  for (size_t b = 0; b < lengths.size(); ++b) {
+    for (int t = 0; t < steps[b]; ++t) {
+      const int64_t r = batch.packing.row(t, static_cast<int>(b));
+      batch.inputs[r] = tokens[start + 1 + t];
+      if (tags) batch.targets[r] = targets[start + 1 + t];
+    }
+    start += lengths[b];
+  }
+  if (start != static_cast<int64_t>(tokens.size()))
+    throw Error(cat("make_batch: lengths add up to ", start, " but ", tokens.size(), " tokens were given"));
+  if (classify) batch.labels = targets;
+  return batch;
+}
+
 Model::Model(Backend& backend, const ModelConfig& config, int64_t logits_block_elems)
     : backend_(backend), config_(config) {
   if (config.vocab < 1 || config.embed < 1 || config.hidden < 1 || config.layers < 1)
     throw InputError(cat("invalid model shape: vocab ", config.vocab, ", embed ", config.embed, ", hidden ",
                          config.hidden, ", layers ", config.layers));
+  if (config.task == Task::lm && config.bidirectional)
+    throw InputError("--bidirectional: a language model would see the tokens it predicts (classify and tag only)");
+  if (config.task != Task::lm && config.classes < 1)
+    throw InputError(cat("invalid model shape: ", config.classes, " classes for task ", task_name(config.task)));
+  const int64_t V = config.vocab, E = config.embed, F = config.features(), O = config.outputs();
   // The backend's block keeps at least 256 rows, so that huge vocabularies still make efficient GEMMs.
-  logits_block_rows_ = logits_block_elems > 0
-                           ? std::max<int64_t>(1, logits_block_elems / config.vocab)
-                           : std::max<int64_t>(256, backend.logits_block_elems() / config.vocab);
-  const int64_t V = config.vocab, E = config.embed, H = config.hidden;
-  lstm_ = backend.make_lstm({config.embed, config.hidden, config.layers, config.dropout});
+  logits_block_rows_ = logits_block_elems > 0 ? std::max<int64_t>(1, logits_block_elems / O)
+                                              : std::max<int64_t>(256, backend.logits_block_elems() / O);
+  lstm_ = backend.make_lstm({config.embed, config.hidden, config.layers, config.dropout, config.bidirectional});
   // Every region starts 256 bytes aligned (the gaps stay zero; checkpoints store tensors by name).
   emb_offset_ = 0;
   lstm_offset_ = align_elems(V * E);
   out_w_offset_ = align_elems(lstm_offset_ + lstm_->weight_elems());
-  out_b_offset_ = align_elems(out_w_offset_ + V * H);
+  out_b_offset_ = align_elems(out_w_offset_ + O * F);
   slices_.push_back({"emb.weight", emb_offset_, {V, E}});
   for (ParamSlice s : lstm_->canonical_params()) {
     s.name = "lstm." + s.name;
     s.offset += lstm_offset_;
     slices_.push_back(s);
   }
-  slices_.push_back({"out.weight", out_w_offset_, {V, H}});
-  slices_.push_back({"out.bias", out_b_offset_, {V}});
-  const int64_t total = out_b_offset_ + V;
+  slices_.push_back({"out.weight", out_w_offset_, {O, F}});
+  slices_.push_back({"out.bias", out_b_offset_, {O}});
+  const int64_t total = out_b_offset_ + O;
   params_ = Tensor(backend, {total});
   grads_ = Tensor(backend, {total + kReduceSlots});
   backend.zero(params_.data(), total);
   backend.zero(grads_.data(), total + kReduceSlots);
-  for (Tensor* t : {&emb_, &emb_drop_, &y_, &y_drop_, &logits_, &dy_, &dx_, &state_in_, &state_out_})
+  for (Tensor* t : {&emb_, &emb_drop_, &y_, &pooled_, &feat_drop_, &logits_, &dfeat_, &dy_, &dx_, &state_in_,
+                    &state_out_})
     *t = Tensor(backend, {0});
 }
 
 void Model::init(uint64_t seed) {
   Rng rng(seed);
   std::vector<float> host(params_.numel(), 0.0f);
-  const double k_lstm = 1.0 / std::sqrt(double(config_.hidden));
+  const double k_lstm = 1.0 / std::sqrt(double(config_.hidden)), k_out = 1.0 / std::sqrt(double(config_.features()));
   for (const ParamSlice& s : slices_) {
     const int64_t n = numel_of(s.shape);
     float* p = host.data() + s.offset;
     if (s.name == "emb.weight") {
       for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>(rng.normal());
     } else {
-      // nn.LSTM: U(-1/sqrt(H), 1/sqrt(H)); nn.Linear(H, V): kaiming_uniform(a=sqrt(5)) for the weight and the
-      // bias both reduce to U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in = H, the same bound.
-      for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>(rng.uniform(-k_lstm, k_lstm));
+      // nn.LSTM: U(-1/sqrt(H), 1/sqrt(H)); nn.Linear(F, V): kaiming_uniform(a=sqrt(5)) for the weight and the
+      // bias both reduce to U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in = F (H, or 2H when bidirectional).
+      const double k = s.name.starts_with("out.") ? k_out : k_lstm;
+      for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>(rng.uniform(-k, k));
     }
   }
   upload_params(host);
@@ -127,21 +169,44 @@ double Model::evaluate(const Batch& batch, const float* h0, const float* c0, flo
   return run(batch, false, 0.0f, 0, h0, c0, hn, cn);
 }
 
+std::vector<float> Model::log_probs(const Batch& batch) {
+  std::vector<float> out;
+  run(batch, false, 0.0f, 0, nullptr, nullptr, nullptr, nullptr, &out);
+  const int64_t O = config_.outputs();
+  for (size_t r = 0; r < out.size(); r += O) {
+    float* row = out.data() + r;
+    const float mx = *std::max_element(row, row + O);
+    double sum = 0;
+    for (int64_t j = 0; j < O; ++j) sum += std::exp(double{row[j]} - mx);
+    const float lse = mx + static_cast<float>(std::log(sum));
+    for (int64_t j = 0; j < O; ++j) row[j] -= lse;
+  }
+  return out;
+}
+
 double Model::run(const Batch& batch, bool train, float grad_scale, uint64_t dropout_seed, const float* h0,
-                  const float* c0, float* hn, float* cn) {
-  const int64_t rows = batch.tokens(), V = config_.vocab, E = config_.embed, H = config_.hidden;
-  const int64_t state = int64_t{config_.layers} * batch.packing.batch() * H;
+                  const float* c0, float* hn, float* cn, std::vector<float>* scores) {
+  const bool classify = config_.task == Task::classify;
+  const int B = batch.packing.batch(), D = config_.directions();
+  const int64_t rows = batch.tokens(), E = config_.embed, F = config_.features(), O = config_.outputs();
+  const int64_t state = int64_t{config_.layers} * D * B * config_.hidden;
+  // The output layer's rows: one per sequence for a classifier, one per packed row otherwise.
+  const int64_t head_rows = classify ? B : rows;
+  const std::vector<int32_t>& truth = classify ? batch.labels : batch.targets;
+  if (!scores && static_cast<int64_t>(truth.size()) != head_rows)
+    throw Error(cat("Model: a batch of ", head_rows, classify ? " sequences has " : " rows has ", truth.size(),
+                    classify ? " labels" : " targets"));
   const float p = train ? config_.dropout : 0.0f;
   const uint64_t seed_emb = mix_seed(dropout_seed, 1), seed_lstm = mix_seed(dropout_seed, 2),
                  seed_out = mix_seed(dropout_seed, 3);
   const auto start = Clock::now();
 
   ensure(ids_, backend_, rows * sizeof(int32_t));
-  ensure(targets_, backend_, rows * sizeof(int32_t));
   auto* ids = static_cast<int32_t*>(ids_.data());
-  auto* targets = static_cast<int32_t*>(targets_.data());
   backend_.upload(ids, batch.inputs.data(), rows * sizeof(int32_t));
-  backend_.upload(targets, batch.targets.data(), rows * sizeof(int32_t));
+  ensure(targets_, backend_, head_rows * sizeof(int32_t));
+  auto* targets = static_cast<int32_t*>(targets_.data());
+  if (!scores) backend_.upload(targets, truth.data(), head_rows * sizeof(int32_t));
 
   emb_.resize({rows, E});
   backend_.embedding_forward(ids, rows, param(emb_offset_), config_.embed, emb_.data());
@@ -159,29 +224,46 @@ double Model::run(const Batch& batch, bool train, float grad_scale, uint64_t dro
   if (h0) backend_.copy(h0d = state_in_.data(), h0, state * sizeof(float));
   if (c0) backend_.copy(c0d = state_in_.data() + align_elems(state), c0, state * sizeof(float));
 
-  y_.resize({rows, H});
+  y_.resize({rows, F});
   lstm_->forward(param(lstm_offset_), batch.packing, x, h0d, c0d, y_.data(), hn, cn, train, seed_lstm);
-  const float* y = y_.data();
-  if (p > 0) {
-    y_drop_.resize({rows, H});
-    backend_.dropout(y_.data(), rows * H, p, seed_out, y_drop_.data());
-    y = y_drop_.data();
+  // The output layer reads the LSTM's rows, or a classifier's pooled row per sequence.
+  const float* feat = y_.data();
+  int32_t* argmax = nullptr;
+  if (classify) {
+    if (config_.pool == Pool::max) {
+      ensure(argmax_, backend_, B * F * sizeof(int32_t));
+      argmax = static_cast<int32_t*>(argmax_.data());
+    }
+    pooled_.resize({B, F});
+    backend_.pool_forward(y_.data(), batch.packing, static_cast<int>(F), D, config_.pool, pooled_.data(), argmax);
+    feat = pooled_.data();
   }
-  if (train) dy_.resize({rows, H});
+  if (p > 0) {
+    feat_drop_.resize({head_rows, F});
+    backend_.dropout(feat, head_rows * F, p, seed_out, feat_drop_.data());
+    feat = feat_drop_.data();
+  }
+  Tensor& dfeat = classify ? dfeat_ : dy_;
+  if (train) dfeat.resize({head_rows, F});
 
   double loss = 0, backward = 0;
   const int64_t chunk = logits_block_rows_;
-  for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
-    const int64_t n = std::min(chunk, rows - r0);
-    logits_.resize({n, V});
-    backend_.linear_forward(y + r0 * H, n, config_.hidden, param(out_w_offset_), param(out_b_offset_),
-                            static_cast<int>(V), logits_.data());
-    loss += backend_.cross_entropy(logits_.data(), n, static_cast<int>(V), targets + r0,
+  if (scores) scores->resize(head_rows * O);
+  for (int64_t r0 = 0; r0 < head_rows; r0 += chunk) {
+    const int64_t n = std::min(chunk, head_rows - r0);
+    logits_.resize({n, O});
+    backend_.linear_forward(feat + r0 * F, n, static_cast<int>(F), param(out_w_offset_), param(out_b_offset_),
+                            static_cast<int>(O), logits_.data());
+    if (scores) {
+      backend_.download(scores->data() + r0 * O, logits_.data(), n * O * sizeof(float));
+      continue;
+    }
+    loss += backend_.cross_entropy(logits_.data(), n, static_cast<int>(O), targets + r0,
                                    train ? logits_.data() : nullptr, grad_scale);
     if (train) {
       const auto b0 = Clock::now();
-      backend_.linear_backward(y + r0 * H, n, config_.hidden, param(out_w_offset_), static_cast<int>(V),
-                               logits_.data(), dy_.data() + r0 * H, grad(out_w_offset_), grad(out_b_offset_));
+      backend_.linear_backward(feat + r0 * F, n, static_cast<int>(F), param(out_w_offset_), static_cast<int>(O),
+                               logits_.data(), dfeat.data() + r0 * F, grad(out_w_offset_), grad(out_b_offset_));
       backward += seconds_since(b0);
     }
   }
@@ -189,7 +271,11 @@ double Model::run(const Batch& batch, bool train, float grad_scale, uint64_t dro
 
   if (train) {
     const auto b0 = Clock::now();
-    if (p > 0) backend_.dropout(dy_.data(), rows * H, p, seed_out, dy_.data());
+    if (p > 0) backend_.dropout(dfeat.data(), head_rows * F, p, seed_out, dfeat.data());
+    if (classify) {
+      dy_.resize({rows, F});
+      backend_.pool_backward(dfeat_.data(), batch.packing, static_cast<int>(F), D, config_.pool, argmax, dy_.data());
+    }
     dx_.resize({rows, E});
     lstm_->backward(param(lstm_offset_), dy_.data(), nullptr, nullptr, dx_.data(), nullptr, nullptr,
                     grad(lstm_offset_));
@@ -204,6 +290,7 @@ double Model::run(const Batch& batch, bool train, float grad_scale, uint64_t dro
 std::vector<float> Model::step(int32_t token, std::vector<float>& h, std::vector<float>& c) {
   const int64_t V = config_.vocab, E = config_.embed, H = config_.hidden;
   const int64_t state = int64_t{config_.layers} * H;
+  if (config_.task != Task::lm) throw Error("Model::step: only a language model samples");
   if (static_cast<int64_t>(h.size()) != state || static_cast<int64_t>(c.size()) != state)
     throw Error("Model::step: state has the wrong size");
   static const Packing one = Packing::from_lengths(std::vector<int>{1});

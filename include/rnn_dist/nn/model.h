@@ -1,6 +1,8 @@
-// The language model: embedding -> multi-layer LSTM over packed batches -> dropout -> linear -> log-softmax
-// cross-entropy. Parameters and gradients each live in one flat buffer on the rank's device (so the
-// gradient all-reduce is one call); param_slices() names every tensor as PyTorch's state_dict would.
+// The sequence model: embedding -> multi-layer (optionally bidirectional) LSTM over packed batches ->
+// dropout -> linear -> log-softmax cross-entropy, per token for a language model (the next token) or a
+// tagger (the token's tag), per sequence after pooling for a classifier. Parameters and gradients each live
+// in one flat buffer on the rank's device (so the gradient all-reduce is one call); param_slices() names
+// every tensor as PyTorch's state_dict would.
 #pragma once
 
 #include <cstdint>
@@ -10,26 +12,45 @@
 
 #include "rnn_dist/nn/backend.h"
 #include "rnn_dist/nn/tensor.h"
+#include "rnn_dist/util/task.h"
 
 namespace rnn_dist {
 
 struct ModelConfig {
+  Task task = Task::lm;
   int64_t vocab = 0;
   int embed = 0, hidden = 0, layers = 1;
   float dropout = 0;
+  bool bidirectional = false;  // classify and tag only: a language model must not see the tokens it predicts
+  int64_t classes = 0;         // classify and tag: labels or tags (the output layer's width)
+  Pool pool = Pool::last;      // classify: how each sequence's LSTM outputs become one row
+
+  int64_t outputs() const { return task == Task::lm ? vocab : classes; }
+  int directions() const { return bidirectional ? 2 : 1; }
+  int features() const { return directions() * hidden; }  // width of the LSTM's output rows
 };
 
-// A packed batch on the host: B sequences sorted longest first, inputs ids 0..n-2 and targets ids 1..n-1
-// of each sequence, laid out time-major (row of step t, sequence b = step_offset[t] + b).
+// A packed batch on the host: B sequences sorted longest first, laid out time-major (row of step t,
+// sequence b = step_offset[t] + b). A language model's inputs are ids 0..n-2 of each sequence and its
+// targets ids 1..n-1; a classifier's and a tagger's inputs are the tokens between <s> and </s>, the
+// targets a tagger's tag per input row, and labels a classifier's label per sequence (in batch order).
+// Targets or labels are empty in a batch to predict.
 struct Batch {
   Packing packing;
-  std::vector<int32_t> inputs, targets;
-  int64_t tokens() const { return static_cast<int64_t>(targets.size()); }
+  std::vector<int32_t> inputs, targets, labels;
+  int64_t tokens() const { return static_cast<int64_t>(inputs.size()); }  // input rows
+  // Terms of the loss: labels for a classifier, target rows otherwise.
+  int64_t units() const { return static_cast<int64_t>(labels.empty() ? targets.size() : labels.size()); }
 };
 
-// Builds a Batch from sequences stored back to back in `tokens` with the given lengths (each >= 2,
-// non-increasing), as read from a sequence file.
+// Builds a language model's Batch from sequences stored back to back in `tokens` with the given lengths
+// (each >= 2, non-increasing), as read from a sequence file.
 Batch make_batch(const std::vector<int32_t>& tokens, const std::vector<int64_t>& lengths);
+// Builds a classifier's or tagger's Batch from framed sequences (<s> ... </s>, each with at least one
+// token between) stored back to back. `targets` holds a classifier's label per sequence or a tagger's tag
+// per token of `tokens` (the framing's ignored), or is empty for a batch to predict.
+Batch make_batch(Task task, const std::vector<int32_t>& tokens, const std::vector<int64_t>& lengths,
+                 const std::vector<int32_t>& targets);
 
 class Model {
  public:
@@ -52,15 +73,19 @@ class Model {
   // PyTorch's default initialisation of nn.Embedding, nn.LSTM and nn.Linear from a seeded generator.
   void init(uint64_t seed);
 
-  // Sum of target-token negative log-likelihoods of the batch. With grad_scale != 0, also accumulates
-  // grad_scale * d(sum)/d(params) into grads() (training mode: dropout on, seeded by dropout_seed).
-  // h0/c0 (layers x B x hidden, device memory of backend(), or null for zeros) set the initial state;
+  // Sum of the negative log-likelihoods of the batch's targets (or labels). With grad_scale != 0, also
+  // accumulates grad_scale * d(sum)/d(params) into grads() (training mode: dropout on, seeded by dropout_seed).
+  // h0/c0 ((layers * directions) x B x hidden, device memory of backend(), or null for zeros) set the initial state;
   // hn/cn (device memory, may be null) receive the final state of every sequence. hn/cn may alias h0/c0,
   // as the stream-mode trainer carries its state: the initial state is copied into a workspace first.
   double forward_backward(const Batch& batch, float grad_scale, uint64_t dropout_seed, const float* h0 = nullptr,
                           const float* c0 = nullptr, float* hn = nullptr, float* cn = nullptr);
   double evaluate(const Batch& batch, const float* h0 = nullptr, const float* c0 = nullptr, float* hn = nullptr,
                   float* cn = nullptr);
+
+  // Log-probabilities of every output (classifier: B x classes in batch order; tagger: rows x tags in
+  // packed order), from zero initial states, in inference mode; the batch's targets are not read.
+  std::vector<float> log_probs(const Batch& batch);
 
   // Seconds spent in the forward half (embedding, LSTM, output layer and loss) and the backward half of
   // the last forward_backward or evaluate (0 for evaluate), for the benchmark's time split.
@@ -70,7 +95,7 @@ class Model {
   const Timing& last_timing() const { return timing_; }
 
   // Log-probabilities of the next token after feeding `token` to sequences with state (h, c) (host,
-  // layers x hidden each, updated in place); one sequence, for sampling.
+  // layers x hidden each, updated in place); one sequence of a language model, for sampling.
   std::vector<float> step(int32_t token, std::vector<float>& h, std::vector<float>& c);
 
   // Host copies of the parameters, in flat order.
@@ -78,8 +103,10 @@ class Model {
   void upload_params(const std::vector<float>& host);
 
  private:
+  // One pass over the batch: the loss (with train, also the gradients), or with `scores` the logits
+  // downloaded instead.
   double run(const Batch& batch, bool train, float grad_scale, uint64_t dropout_seed, const float* h0,
-             const float* c0, float* hn, float* cn);
+             const float* c0, float* hn, float* cn, std::vector<float>* scores = nullptr);
   float* param(int64_t offset) { return params_.data() + offset; }
   float* grad(int64_t offset) { return grads_.data() + offset; }
 
@@ -91,8 +118,8 @@ class Model {
   int64_t logits_block_rows_ = 0;
   Tensor params_, grads_;
   // Device workspaces, grown to the largest batch seen.
-  Buffer ids_, targets_;
-  Tensor emb_, emb_drop_, y_, y_drop_, logits_, dy_, dx_, state_in_, state_out_;
+  Buffer ids_, targets_, argmax_;
+  Tensor emb_, emb_drop_, y_, pooled_, feat_drop_, logits_, dfeat_, dy_, dx_, state_in_, state_out_;
   Timing timing_;
 };
 
