@@ -73,7 +73,7 @@ TEST(Checkpoint, AdamStateResumesExactly) {
   TempDir dir;
   TrainingPosition pos;
   pos.step = 1;
-  write_checkpoint(dir.path(), 2, m, opt, "char", std::vector<std::string>(config.vocab, "x"), pos);
+  write_checkpoint(dir.path(), 2, m, opt, {"char", std::vector<std::string>(config.vocab, "x"), {}}, pos);
   const CheckpointData ck = read_checkpoint(checkpoint_path(dir.path(), 1), *backend);
 
   EXPECT_EQ(ck.params, m.download_params());

@@ -426,7 +426,7 @@ TEST(Model, ClassifierShapesAndRefusals) {
   for (const ParamSlice& s : m.param_slices()) names.push_back(s.name);
   EXPECT_NE(std::find(names.begin(), names.end(), "lstm.weight_hh_l1_reverse"), names.end());
   const ParamSlice& out = m.param_slices()[m.param_slices().size() - 2];
-  EXPECT_EQ(out.name, "out.weight");
+  EXPECT_EQ(out.name, "classifier.weight");
   EXPECT_EQ(out.shape, (std::vector<int64_t>{3, 8}));  // classes x (2 directions * hidden)
   std::vector<float> h(8), c(8);
   EXPECT_THROW(m.step(0, h, c), Error);

@@ -1,4 +1,5 @@
-// `rnn_dist eval` (loss, perplexity and bits per token of a checkpoint over a whole sequence file) and
+// `rnn_dist eval` (loss, perplexity and bits per token of a language model over a whole sequence file;
+// loss, accuracy, per-class scores, the confusion matrix and entity scores of a classifier or tagger) and
 // `rnn_dist sample` (text generated from a checkpoint, with temperature and top-k).
 #include <boost/program_options.hpp>
 
@@ -17,6 +18,7 @@
 #include "rnn_dist/data/tokenizer.h"
 #include "rnn_dist/train/batch_plan.h"
 #include "rnn_dist/train/checkpoint.h"
+#include "rnn_dist/train/evaluation.h"
 #include "rnn_dist/util/error.h"
 #include "rnn_dist/util/number.h"
 #include "rnn_dist/util/random.h"
@@ -80,10 +82,10 @@ int cmd_eval(const Args& args) {
       ("batch-size", po::value(&batching.batch_size)->default_value(256),
        "sequences per batch (large batches keep the per-step GEMMs efficient; memory grows with it)")
       ("batch-tokens", po::value(&batching.batch_tokens)->default_value(0),
-       "target tokens per batch instead of a sequence count, which bounds memory when sequences are long (0: use --batch-size)")
+       "input tokens per batch instead of a sequence count, which bounds memory when sequences are long (0: use --batch-size)")
       ("threads", po::value(&threads)->default_value(1), "CPU threads")
       ("device", po::value(&device)->default_value("auto"), "auto (a GPU when there is one, else the CPU), cpu or cuda")
-      ("json", po::bool_switch(&json), "print one JSON object as the last line");
+      ("json", po::bool_switch(&json), "print one JSON object as the last line (for a classifier or tagger with the per-class scores and the confusion matrix)");
   if (!parse(args, desc, "usage: rnn_dist eval --checkpoint FILE --data FILE.h5 [--json]")) return 0;
   if (batching.batch_size < 1) throw InputError("--batch-size must be at least 1");
   if (batching.batch_tokens < 0) throw InputError("--batch-tokens must not be negative");
@@ -94,21 +96,32 @@ int cmd_eval(const Args& args) {
   if (file.vocab() != ck.vocab)
     throw InputError(cat(data_path, ": vocabulary (", file.vocab_size(), " entries) differs from the checkpoint's (",
                          ck.vocab.size(), " entries) in ", checkpoint));
-  double sum = 0;
-  int64_t tokens = 0;
-  for (const SliceRange& s : eval_slices(file.offsets(), batching, 1, 0)) {
-    sum += model->evaluate(load_batch(file, s));
-    tokens += s.tokens;
-  }
-  const double loss = sum / double(std::max<int64_t>(tokens, 1));
+  const Task task = ck.config.task;
+  if (file.task() != task)
+    throw InputError(cat(data_path, ": ", task_name(file.task()), " data, but ", checkpoint, " holds a ", task_name(task),
+                         " model"));
+  if (file.label_vocab() != ck.label_vocab)
+    throw InputError(cat(data_path, ": labels differ from those of ", checkpoint));
+  Evaluation ev(task, ck.label_vocab);
+  for (const SliceRange& s : eval_slices(file.offsets(), batching, 1, 0, framing_of(task))) ev.add(*model, load_batch(file, s));
+  const double loss = ev.loss();
   if (!std::isfinite(std::exp(loss)))
     throw Error(cat(checkpoint, ": the loss on ", data_path, " is ", loss, " (perplexity ", std::exp(loss),
                     "): the checkpoint's parameters have diverged"));
-  std::cout << std::fixed << std::setprecision(4) << "loss " << loss << "  perplexity " << std::exp(loss)
-            << "  bits/token " << loss / std::log(2.0) << "  tokens " << tokens << "\n";
+  const int64_t units = static_cast<int64_t>(ev.units());
+  if (task == Task::lm) {
+    std::cout << std::fixed << std::setprecision(4) << "loss " << loss << "  perplexity " << std::exp(loss)
+              << "  bits/token " << loss / std::log(2.0) << "  tokens " << units << "\n";
+    if (json)
+      std::cout << "{\"loss\":" << shortest(loss) << ",\"tokens\":" << units << ",\"perplexity\":" << shortest(std::exp(loss))
+                << ",\"bits_per_token\":" << shortest(loss / std::log(2.0)) << "}\n";
+    return 0;
+  }
+  const char* counted = task == Task::classify ? "sequences" : "tokens";
+  std::cout << ev.line() << "  " << counted << " " << units << "\n" << ev.table();
   if (json)
-    std::cout << "{\"loss\":" << shortest(loss) << ",\"tokens\":" << tokens << ",\"perplexity\":" << shortest(std::exp(loss))
-              << ",\"bits_per_token\":" << shortest(loss / std::log(2.0)) << "}\n";
+    std::cout << "{\"task\":\"" << task_name(task) << "\"" << ev.json_members(true) << ",\"" << counted << "\":" << units
+              << "}\n";
   return 0;
 }
 
@@ -134,6 +147,9 @@ int cmd_sample(const Args& args) {
   auto backend = make_backend(DeviceType::cpu, 0, 1);
   CheckpointData ck;
   auto model = load_model(checkpoint, *backend, ck);
+  if (ck.config.task != Task::lm)
+    throw InputError(cat(checkpoint, ": a ", task_name(ck.config.task), " model; sample needs a language model (rnn_dist "
+                         "predict applies classifiers and taggers)"));
   Tokenizer tokenizer(ck.tokenizer, ck.vocab, true);
   std::vector<int32_t> context = {kBosId};
   tokenizer.encode(prime, context);

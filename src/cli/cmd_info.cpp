@@ -43,9 +43,16 @@ void print_checkpoint(const std::string& path) {
   const TrainingPosition& p = ck.position;
   std::cout << path << "\n"
             << "  format:     rnn_dist.checkpoint\n"
-            << "  model:      vocab " << m.vocab << ", embed " << m.embed << ", hidden " << m.hidden << ", layers "
-            << m.layers << ", dropout " << m.dropout << "\n"
-            << "  parameters: " << ck.parameter_count << "\n"
+            << "  model:      " << task_name(m.task) << ", vocab " << m.vocab << ", embed " << m.embed << ", hidden "
+            << m.hidden << ", layers " << m.layers << ", dropout " << m.dropout
+            << (m.task == Task::lm ? "" : m.bidirectional ? ", bidirectional" : ", unidirectional")
+            << (m.task == Task::classify ? cat(", pool ", pool_name(m.pool)) : "") << "\n";
+  if (m.task != Task::lm) {
+    std::cout << "  " << (m.task == Task::classify ? "labels" : "tags") << ":     " << m.classes << ":";
+    for (const std::string& l : ck.label_vocab) std::cout << " " << l;
+    std::cout << "\n";
+  }
+  std::cout << "  parameters: " << ck.parameter_count << "\n"
             << "  tokenizer:  " << ck.tokenizer << "\n"
             << "  position:   step " << p.step << ", epoch " << p.epoch << " (" << p.step_in_epoch << " of "
             << p.steps_per_epoch << " steps done), seed " << p.seed << "\n"

@@ -111,8 +111,10 @@ Model::Model(Backend& backend, const ModelConfig& config, int64_t logits_block_e
     s.offset += lstm_offset_;
     slices_.push_back(s);
   }
-  slices_.push_back({"out.weight", out_w_offset_, {O, F}});
-  slices_.push_back({"out.bias", out_b_offset_, {O}});
+  // The head's names: PyTorch word-language-model's decoder ("out"), or a classifier's.
+  const std::string head = config.task == Task::lm ? "out" : "classifier";
+  slices_.push_back({head + ".weight", out_w_offset_, {O, F}});
+  slices_.push_back({head + ".bias", out_b_offset_, {O}});
   const int64_t total = out_b_offset_ + O;
   params_ = Tensor(backend, {total});
   grads_ = Tensor(backend, {total + kReduceSlots});
@@ -135,7 +137,7 @@ void Model::init(uint64_t seed) {
     } else {
       // nn.LSTM: U(-1/sqrt(H), 1/sqrt(H)); nn.Linear(F, V): kaiming_uniform(a=sqrt(5)) for the weight and the
       // bias both reduce to U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in = F (H, or 2H when bidirectional).
-      const double k = s.name.starts_with("out.") ? k_out : k_lstm;
+      const double k = s.offset >= out_w_offset_ ? k_out : k_lstm;
       for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>(rng.uniform(-k, k));
     }
   }

@@ -45,12 +45,12 @@ std::string params_checksum(const std::vector<float>& flat, const std::vector<Pa
 }
 
 // Temporaries of writes that never committed (the writer was killed): only rank 0 of one job writes to
-// a directory, so any other than our own is stale.
-void remove_stale_temporaries(const std::string& dir, const std::string& ours) {
+// a directory, and its own have committed when this runs, so any left is stale.
+void remove_stale_temporaries(const std::string& dir) {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string n = e.path().filename().string();
-    if (n.starts_with("step-") && n.find(".h5.tmp.") != std::string::npos && e.path().string() != ours)
+    if ((n.starts_with("step-") || n.starts_with("best.")) && n.find(".h5.tmp.") != std::string::npos)
       fs::remove(e.path(), ec);
   }
 }
@@ -84,27 +84,42 @@ std::string newest_checkpoint(const std::string& dir) {
   return all.empty() ? "" : all.back();
 }
 
+std::string best_checkpoint_path(const std::string& dir) { return (fs::path(dir) / "best.h5").string(); }
+
 std::string checkpoint_path(const std::string& dir, int64_t step) {
   char name[32];
   std::snprintf(name, sizeof(name), "step-%08lld.h5", static_cast<long long>(step));
   return (fs::path(dir) / name).string();
 }
 
-void write_checkpoint(const std::string& dir, int keep, Model& model, Optimizer& optimizer, const std::string& tokenizer,
-                      const std::vector<std::string>& vocab, const TrainingPosition& pos) {
-  const std::string path = checkpoint_path(dir, pos.step);
+namespace {
+
+// The content of every checkpoint, written to `path` atomically; `extra` adds attributes before the commit.
+template <class Extra>
+void write_checkpoint_file(const std::string& path, Model& model, Optimizer& optimizer, const Vocabularies& vocab,
+                           const TrainingPosition& pos, const std::string& fail_point, Extra extra) {
+  const ModelConfig& c = model.config();
+  if (c.task != Task::lm && static_cast<int64_t>(vocab.labels.size()) != c.classes)
+    throw Error(cat("write_checkpoint: ", vocab.labels.size(), " label names for ", c.classes, " classes"));
   AtomicFile out(path);
   {
     h5::File f = h5::File::create(out.temp_path());
     f.write_attr("/", "format", std::string("rnn_dist.checkpoint"));
-    f.write_attr("/", "version", int64_t{1});
-    const ModelConfig& c = model.config();
+    // Version 1 readers know language models only: a classifier or tagger is version 2.
+    f.write_attr("/", "version", int64_t{c.task == Task::lm ? 1 : 2});
+    f.write_attr("/", "task", std::string(task_name(c.task)));
     f.write_attr("/", "vocab_size", c.vocab);
     f.write_attr("/", "embed", int64_t{c.embed});
     f.write_attr("/", "hidden", int64_t{c.hidden});
     f.write_attr("/", "layers", int64_t{c.layers});
     f.write_attr("/", "dropout", double{c.dropout});
-    f.write_attr("/", "tokenizer", tokenizer);
+    if (c.task != Task::lm) {
+      f.write_attr("/", "bidirectional", int64_t{c.bidirectional});
+      f.write_attr("/", "classes", c.classes);
+      if (c.task == Task::classify) f.write_attr("/", "pool", std::string(pool_name(c.pool)));
+      f.write_strings("/label_vocab", vocab.labels);
+    }
+    f.write_attr("/", "tokenizer", vocab.tokenizer);
     f.write_attr("/", "step", pos.step);
     f.write_attr("/", "epoch", pos.epoch);
     f.write_attr("/", "step_in_epoch", pos.step_in_epoch);
@@ -112,13 +127,13 @@ void write_checkpoint(const std::string& dir, int keep, Model& model, Optimizer&
     f.write_attr("/", "seed", static_cast<int64_t>(pos.seed));
     f.write_attr("/", "plateau_factor", pos.plateau_factor);
     f.write_attr("/", "best_loss", pos.best_loss);
+    f.write_attr("/", "best_objective", pos.best_objective);
     f.write_attr("/", "data_plan", pos.plan);
     f.write_attr("/", "steps_per_epoch", pos.steps_per_epoch);
-    f.write_strings("/vocab", vocab);
+    f.write_strings("/vocab", vocab.tokens);
     if (!pos.stream_state.empty()) {
-      const ModelConfig& m = model.config();
-      const uint64_t columns = pos.stream_state.size() / (2 * uint64_t(m.layers) * uint64_t(m.hidden));
-      f.write("/stream_state", pos.stream_state, {2, uint64_t(m.layers), columns, uint64_t(m.hidden)});
+      const uint64_t columns = pos.stream_state.size() / (2 * uint64_t(c.layers) * uint64_t(c.hidden));
+      f.write("/stream_state", pos.stream_state, {2, uint64_t(c.layers), columns, uint64_t(c.hidden)});
     }
     f.create_group("/model");
     const std::vector<float> host = model.download_params();
@@ -137,14 +152,31 @@ void write_checkpoint(const std::string& dir, int keep, Model& model, Optimizer&
       model.backend().download(state.data(), tensor->data(), state.size() * sizeof(float));
       f.write("/optimizer/" + name, to_file_order(state, model.param_slices()));
     }
+    extra(f);
     f.flush();
   }
-  if (std::getenv("RNN_DIST_TEST_FAIL")) injected_failure(0, cat("write@", pos.step).c_str());  // rank 0 writes
+  if (std::getenv("RNN_DIST_TEST_FAIL")) injected_failure(0, fail_point.c_str());  // rank 0 writes
   out.commit();
-  remove_stale_temporaries(dir, out.temp_path());
+}
+
+}  // namespace
+
+void write_checkpoint(const std::string& dir, int keep, Model& model, Optimizer& optimizer, const Vocabularies& vocab,
+                      const TrainingPosition& pos) {
+  const std::string path = checkpoint_path(dir, pos.step);
+  write_checkpoint_file(path, model, optimizer, vocab, pos, cat("write@", pos.step), [](h5::File&) {});
+  remove_stale_temporaries(dir);
 
   std::vector<std::string> existing = list_checkpoints(dir);
   for (size_t i = 0; i + static_cast<size_t>(std::max(keep, 1)) < existing.size(); ++i) fs::remove(existing[i]);
+}
+
+void write_best_checkpoint(const std::string& dir, Model& model, Optimizer& optimizer, const Vocabularies& vocab,
+                           const TrainingPosition& pos, const std::string& select_by, double value) {
+  write_checkpoint_file(best_checkpoint_path(dir), model, optimizer, vocab, pos, cat("best@", pos.step), [&](h5::File& f) {
+    f.write_attr("/", "selected_by", select_by);
+    f.write_attr("/", "selected_value", value);
+  });
 }
 
 CheckpointData read_checkpoint(const std::string& path, Backend& backend) {
@@ -157,6 +189,17 @@ CheckpointData read_checkpoint(const std::string& path, Backend& backend) {
   d.config.hidden = static_cast<int>(f.read_attr_int("/", "hidden"));
   d.config.layers = static_cast<int>(f.read_attr_int("/", "layers"));
   d.config.dropout = static_cast<float>(f.read_attr_double("/", "dropout"));
+  // Version 1 files are language models.
+  if (f.has_attr("/", "task")) d.config.task = parse_task(f.read_attr_string("/", "task"), cat(path, ": task"));
+  if (d.config.task != Task::lm) {
+    d.config.bidirectional = f.read_attr_int("/", "bidirectional") != 0;
+    d.config.classes = f.read_attr_int("/", "classes");
+    if (d.config.task == Task::classify) d.config.pool = parse_pool(f.read_attr_string("/", "pool"));
+    d.label_vocab = f.read_strings("/label_vocab");
+    if (static_cast<int64_t>(d.label_vocab.size()) != d.config.classes)
+      throw InputError(cat(path, ": /label_vocab has ", d.label_vocab.size(), " entries but classes is ",
+                           d.config.classes));
+  }
   d.tokenizer = f.read_attr_string("/", "tokenizer");
   d.vocab = f.read_strings("/vocab");
   if (static_cast<int64_t>(d.vocab.size()) != d.config.vocab)
@@ -168,6 +211,7 @@ CheckpointData read_checkpoint(const std::string& path, Backend& backend) {
   d.position.seed = static_cast<uint64_t>(f.read_attr_int("/", "seed"));
   d.position.plateau_factor = f.read_attr_double("/", "plateau_factor");
   d.position.best_loss = f.read_attr_double("/", "best_loss");
+  if (f.has_attr("/", "best_objective")) d.position.best_objective = f.read_attr_double("/", "best_objective");
   if (f.has_attr("/", "data_plan")) {
     d.position.plan = f.read_attr_string("/", "data_plan");
     d.position.steps_per_epoch = f.read_attr_int("/", "steps_per_epoch");

@@ -23,6 +23,7 @@
 #include "rnn_dist/dist/rank_errors.h"
 #include "rnn_dist/dist/watchdog.h"
 #include "rnn_dist/train/checkpoint.h"
+#include "rnn_dist/train/evaluation.h"
 #include "rnn_dist/train/fault_injection.h"
 #include "rnn_dist/train/read_ahead.h"
 #include "rnn_dist/train/step_source.h"
@@ -49,6 +50,15 @@ constexpr double kCheckpointWriteAllowance = 600;
 // 1, 2: errors; 3: a deadline).
 constexpr int kExitFinishedWithProblems = 4;
 
+// What must match between a checkpoint and the command line's model.
+std::string shape_of(const ModelConfig& m) {
+  std::string s = cat("task ", task_name(m.task), ", vocab ", m.vocab, ", embed ", m.embed, ", hidden ", m.hidden,
+                      ", layers ", m.layers);
+  if (m.task != Task::lm) s += cat(m.bidirectional ? ", bidirectional" : ", unidirectional", ", ", m.classes, " classes");
+  if (m.task == Task::classify) s += cat(", pool ", pool_name(m.pool));
+  return s;
+}
+
 class Trainer {
  public:
   Trainer(const TrainerConfig& c, Topology& topo) : c_(c), topo_(topo), lead_(topo.world_rank() == 0) {}
@@ -66,8 +76,11 @@ class Trainer {
  private:
   void load_checkpoint(const std::string& path, bool resume);
   void save();
-  // Loss sum and target tokens over a file with the training batching, split across ranks and all-reduced.
-  std::pair<double, double> evaluate(const SequenceFile& file);
+  // After a validation: DIR/best.h5 when `objective` improves on the best so far.
+  void save_best(double objective);
+  Vocabularies vocabularies() const { return {train_->tokenizer(), train_->vocab(), train_->label_vocab()}; }
+  // The loss and metrics of a file with the training batching, split across ranks and all-reduced.
+  Evaluation evaluate(const SequenceFile& file);
   void report_eval(const char* kind, const SequenceFile& file, int64_t epoch);
   void log_step(int64_t epoch, float lr, double norm);
   // The watchdog around a collective outside the step's own (nothing with a single rank).
@@ -112,7 +125,7 @@ class Trainer {
   void check_metrics();
   // Progress since the last log line, and where the time went.
   Clock::time_point start_, last_log_;
-  double interval_tokens_ = 0, interval_loss_ = 0;
+  double interval_tokens_ = 0, interval_units_ = 0, interval_loss_ = 0;
   double t_wait_ = 0, t_compute_ = 0, t_allreduce_ = 0, t_update_ = 0;
   double total_tokens_ = 0;
   int64_t bad_steps_ = 0, bad_in_a_row_ = 0;
@@ -122,6 +135,16 @@ class Trainer {
 void Trainer::setup() {
   const int world = topo_.world_size();
   train_.emplace(SequenceFile::open(c_.train));
+  const Task task = train_->task();
+  if (!c_.task.empty() && parse_task(c_.task, "--task") != task)
+    throw InputError(cat("--task ", c_.task, ": ", c_.train, " holds ", task_name(task),
+                         " data (rnn_prep decides: --label-field, --label-from-file or --format tsv make classify "
+                         "data, --format conll tag data)"));
+  if (task != Task::lm && c_.batching == "stream")
+    throw InputError(cat("--batching stream is a language model's mode; ", c_.train, " holds ", task_name(task), " data"));
+  if (task == Task::lm && c_.select_by != "loss")
+    throw InputError(cat("--select-by ", c_.select_by, ": a language model is selected by its loss"));
+  if (c_.select_by != "loss" && c_.valid.empty()) throw InputError(cat("--select-by ", c_.select_by, " needs --valid"));
   for (auto [path, file] : {std::pair{&c_.valid, &valid_}, std::pair{&c_.test, &test_}}) {
     if (path->empty()) continue;
     file->emplace(SequenceFile::open(*path));
@@ -130,9 +153,16 @@ void Trainer::setup() {
     (*file)->validate_tokens();
     if ((*file)->vocab() != train_->vocab())
       throw InputError(cat(*path, ": vocabulary differs from the training file ", c_.train));
+    if ((*file)->task() != task)
+      throw InputError(cat(*path, ": ", task_name((*file)->task()), " data, but ", c_.train, " holds ", task_name(task)));
+    if ((*file)->label_vocab() != train_->label_vocab())
+      throw InputError(cat(*path, ": labels differ from the training file ", c_.train,
+                           " (prepare every split in one rnn_prep run)"));
   }
   for (int64_t i = 0; i < train_->num_sequences(); ++i)
-    if (train_->length(i) < 2) throw InputError(cat(c_.train, ": sequence ", i, " has fewer than 2 tokens"));
+    if (train_->length(i) <= framing_of(task))
+      throw InputError(cat(c_.train, ": sequence ", i, task == Task::lm ? " has fewer than 2 tokens"
+                                                                        : " has no token between <s> and </s>"));
   if (c_.batching == "stream") {
     auto s = std::make_unique<StreamSource>(*train_, c_.batch.batch_size, c_.bptt, world, topo_.world_rank());
     local_columns_ = s->local_columns();
@@ -148,7 +178,10 @@ void Trainer::setup() {
   backend_ = make_backend(device, device_index_, c_.threads,
                           device == DeviceType::cuda ? math_mode_of(c_) : MathMode::fp32);
   ModelConfig mc = c_.model;
+  mc.task = task;
   mc.vocab = train_->vocab_size();
+  mc.classes = static_cast<int64_t>(train_->label_vocab().size());
+  mc.pool = parse_pool(c_.pool);
   model_ = std::make_unique<Model>(*backend_, mc);
   model_->init(c_.seed);
   optimizer_ = std::make_unique<Optimizer>(*backend_, c_.optimizer, model_->num_params());
@@ -278,13 +311,10 @@ Trainer::~Trainer() {
 
 void Trainer::load_checkpoint(const std::string& path, bool resume) {
   CheckpointData ck = read_checkpoint(path, *backend_);
-  const ModelConfig& c = ck.config;
-  const ModelConfig& m = model_->config();
-  if (c.vocab != m.vocab || c.embed != m.embed || c.hidden != m.hidden || c.layers != m.layers)
-    throw InputError(cat(path, ": model (vocab ", c.vocab, ", embed ", c.embed, ", hidden ", c.hidden, ", layers ",
-                         c.layers, ") differs from the command line's (vocab ", m.vocab, ", embed ", m.embed,
-                         ", hidden ", m.hidden, ", layers ", m.layers, ")"));
+  const std::string saved = shape_of(ck.config), ours = shape_of(model_->config());
+  if (saved != ours) throw InputError(cat(path, ": model (", saved, ") differs from the command line's (", ours, ")"));
   if (ck.vocab != train_->vocab()) throw InputError(cat(path, ": vocabulary differs from ", c_.train));
+  if (ck.label_vocab != train_->label_vocab()) throw InputError(cat(path, ": labels differ from ", c_.train));
   model_->upload_params(ck.params);
   if (!resume) {
     if (lead_) std::cout << "initialised from " << path << " (fresh optimizer)" << std::endl;
@@ -308,6 +338,7 @@ void Trainer::load_checkpoint(const std::string& path, bool resume) {
   pos_.validated = p.validated;
   schedule_->plateau_factor = p.plateau_factor;
   schedule_->best_loss = p.best_loss;
+  pos_.best_objective = p.best_objective;
   const int64_t steps = source_->steps_per_epoch();
   if (p.plan != pos_.plan && p.step_in_epoch > 0 && p.step_in_epoch < steps) {
     // Another global batch cuts the epoch differently: continue at the same fraction of it.
@@ -374,7 +405,7 @@ void Trainer::save() {
     disarm();
   }
   if (lead_)
-    write_checkpoint(c_.checkpoint_dir, c_.keep, *model_, *optimizer_, train_->tokenizer(), train_->vocab(), pos_);
+    write_checkpoint(c_.checkpoint_dir, c_.keep, *model_, *optimizer_, vocabularies(), pos_);
   // The other ranks wait for the write here rather than in the next step's collective: they allow a slow
   // file system kCheckpointWriteAllowance seconds beyond --comm-timeout, and rank 0, which has written,
   // the plain limit, so that a rank lost meanwhile still ends the job.
@@ -383,9 +414,25 @@ void Trainer::save() {
   disarm();
 }
 
-std::pair<double, double> Trainer::evaluate(const SequenceFile& file) {
+void Trainer::save_best(double objective) {
+  if (c_.checkpoint_dir.empty() || !(objective < pos_.best_objective)) return;
+  pos_.best_objective = objective;
+  TrainingPosition p = pos_;
+  p.validated = true;
+  p.plateau_factor = schedule_->plateau_factor;
+  p.best_loss = schedule_->best_loss;
+  p.steps_per_epoch = source_->steps_per_epoch();
+  const double value = c_.select_by == "loss" ? objective : 1 - objective;
+  if (lead_) write_best_checkpoint(c_.checkpoint_dir, *model_, *optimizer_, vocabularies(), p, c_.select_by, value);
+  // As after save(): the others wait for rank 0's write here.
+  arm("the barrier after best.h5", lead_ ? 0.0 : kCheckpointWriteAllowance);
+  topo_.world->barrier();
+  disarm();
+}
+
+Evaluation Trainer::evaluate(const SequenceFile& file) {
   injected_failure(topo_.world_rank(), "validate");
-  double acc[2] = {0, 0};
+  Evaluation ev(file.task(), file.label_vocab());
   if (c_.batching == "stream") {
     StreamSource s(file, c_.batch.batch_size, c_.bptt, topo_.world_size(), topo_.world_rank());
     // A state of its own, on the device: the training state must outlive it (a checkpoint follows).
@@ -394,33 +441,38 @@ std::pair<double, double> Trainer::evaluate(const SequenceFile& file) {
     float *h = state.data(), *c = state.data() + c_offset();
     for (int64_t k = 0; k < s.steps_per_epoch(); ++k) {
       Batch b = s.load(k);
-      acc[0] += model_->evaluate(b, h, c, h, c);
-      acc[1] += double(b.tokens());
+      ev.add_loss(model_->evaluate(b, h, c, h, c), double(b.units()));
     }
   } else {
-    for (const SliceRange& s : eval_slices(file.offsets(), c_.batch, topo_.world_size(), topo_.world_rank())) {
-      acc[0] += model_->evaluate(load_batch(file, s));
-      acc[1] += double(s.tokens);
-    }
+    for (const SliceRange& s :
+         eval_slices(file.offsets(), c_.batch, topo_.world_size(), topo_.world_rank(), framing_of(file.task())))
+      ev.add(*model_, load_batch(file, s));
   }
   arm("the all-reduce of an evaluation");
-  topo_.world->allreduce_sum(acc, 2);
+  topo_.world->allreduce_sum(ev.sums().data(), static_cast<int64_t>(ev.sums().size()));
   disarm();
-  return {acc[0], acc[1]};
+  return ev;
 }
 
 void Trainer::report_eval(const char* kind, const SequenceFile& file, int64_t epoch) {
-  auto [sum, tokens] = evaluate(file);
-  const double l = sum / tokens;
-  if (std::string(kind) == "valid") schedule_->on_validation(l);
+  const Evaluation ev = evaluate(file);
+  const double l = ev.loss();
+  const bool lm = ev.task() == Task::lm;
+  if (std::string(kind) == "valid") {
+    const double objective = ev.objective(c_.select_by);
+    schedule_->on_validation(objective);
+    save_best(objective);
+  }
   if (!lead_) return;
-  std::cout << kind << " epoch " << epoch << " step " << pos_.step << std::fixed << std::setprecision(4) << " loss " << l
-            << " ppl " << std::setprecision(2) << std::exp(l) << " bits/token " << std::setprecision(4)
-            << l / std::log(2.0) << std::defaultfloat << std::endl;
+  std::cout << kind << " epoch " << epoch << " step " << pos_.step << " " << ev.line();
+  if (lm)
+    std::cout << std::fixed << " ppl " << std::setprecision(2) << std::exp(l) << " bits/token " << std::setprecision(4)
+              << l / std::log(2.0) << std::defaultfloat;
+  std::cout << std::endl;
   if (metrics_.is_open() && metrics_error_.empty()) {
-    metrics_ << "{\"kind\":\"" << kind << "\",\"step\":" << pos_.step << ",\"epoch\":" << epoch
-             << ",\"loss\":" << shortest(l) << ",\"perplexity\":" << shortest(std::exp(l))
-             << ",\"bits_per_token\":" << shortest(l / std::log(2.0)) << "}" << std::endl;
+    metrics_ << "{\"kind\":\"" << kind << "\",\"step\":" << pos_.step << ",\"epoch\":" << epoch << ev.json_members(false);
+    if (lm) metrics_ << ",\"perplexity\":" << shortest(std::exp(l)) << ",\"bits_per_token\":" << shortest(l / std::log(2.0));
+    metrics_ << "}" << std::endl;
     check_metrics();
   }
 }
@@ -429,22 +481,26 @@ void Trainer::log_step(int64_t epoch, float lr, double norm) {
   const auto now = Clock::now();
   const double dt = std::chrono::duration<double>(now - last_log_).count();
   const double elapsed = std::chrono::duration<double>(now - start_).count();
-  const double l = interval_loss_ / interval_tokens_, tps = interval_tokens_ / std::max(dt, 1e-9);
+  const double l = interval_loss_ / interval_units_, tps = interval_tokens_ / std::max(dt, 1e-9);
+  const bool lm = model_->config().task == Task::lm;
   // From this run's own pace: a resumed run's earlier steps took none of its time.
   const double eta = elapsed / double(std::max<int64_t>(1, pos_.step - first_step_)) * double(total_steps_ - pos_.step);
   std::cout << "epoch " << epoch << " step " << pos_.step << "/" << total_steps_ << std::fixed << std::setprecision(4)
-            << " loss " << l << " ppl " << std::setprecision(2) << std::exp(l) << std::scientific
+            << " loss " << l;
+  if (lm) std::cout << " ppl " << std::setprecision(2) << std::exp(l);
+  std::cout << std::scientific
             << std::setprecision(3) << " lr " << lr << std::fixed << std::setprecision(3) << " grad_norm " << norm
             << std::setprecision(0) << " tok/s " << tps << " eta " << eta << "s" << std::defaultfloat << std::endl;
   if (metrics_.is_open() && metrics_error_.empty()) {
-    metrics_ << "{\"kind\":\"train\",\"step\":" << pos_.step << ",\"epoch\":" << epoch << ",\"loss\":" << shortest(l)
-             << ",\"perplexity\":" << shortest(std::exp(l)) << ",\"lr\":" << shortest(lr)
+    metrics_ << "{\"kind\":\"train\",\"step\":" << pos_.step << ",\"epoch\":" << epoch << ",\"loss\":" << shortest(l);
+    if (lm) metrics_ << ",\"perplexity\":" << shortest(std::exp(l));
+    metrics_ << ",\"lr\":" << shortest(lr)
              << ",\"grad_norm\":" << shortest(norm) << ",\"tokens\":" << int64_t(interval_tokens_)
              << ",\"tokens_per_s\":" << shortest(tps) << ",\"elapsed_s\":" << shortest(elapsed) << "}" << std::endl;
     check_metrics();
   }
   last_log_ = now;
-  interval_tokens_ = interval_loss_ = 0;
+  interval_tokens_ = interval_units_ = interval_loss_ = 0;
 }
 
 void Trainer::check_metrics() {
@@ -492,7 +548,7 @@ int Trainer::run() {
       if (k + 1 < steps_per_epoch) reader.request(k + 1);
       auto t1 = Clock::now();
       backend.zero(model.grads().data(), n);
-      const double loss_sum = model.forward_backward(batch, 1.0f / float(source_->global_tokens(k)),
+      const double loss_sum = model.forward_backward(batch, 1.0f / float(source_->global_units(k)),
                                                      mix_seed(mix_seed(c_.seed, pos_.step), topo_.world_rank()),
                                                      h, cs, h, cs);
       if (injected_nan(topo_.world_rank(), pos_.step + 1)) {
@@ -500,9 +556,10 @@ int Trainer::run() {
         backend.upload(model.grads().data(), &nan, sizeof(nan));
       }
       auto t2 = Clock::now();
-      // Gradients, loss sum and token count in one all-reduce over the gradient buffer; then the stop
+      // Gradients, loss sum, loss terms and rows in one all-reduce over the gradient buffer; then the stop
       // requests (a signal on any rank stops every rank after this step).
-      float totals[Model::kReduceSlots] = {static_cast<float>(loss_sum), static_cast<float>(batch.tokens())};
+      float totals[Model::kReduceSlots] = {static_cast<float>(loss_sum), static_cast<float>(batch.units()),
+                                           static_cast<float>(batch.tokens())};
       backend.upload(model.grads().data() + n, totals, sizeof(totals));
       // Under the watchdog; NCCL's collectives have a deadline of their own, which the watchdog backs with
       // a margin in case NCCL's abort blocks too.
@@ -529,9 +586,10 @@ int Trainer::run() {
         const float clip = clip_factor(norm, c_.clip_norm);
         if (clip != 1.0f) backend.scale(model.grads().data(), n, clip);
         optimizer_->step(model.params().data(), model.grads().data(), lr);
-        interval_tokens_ += totals[1];
+        interval_tokens_ += totals[2];
+        interval_units_ += totals[1];
         interval_loss_ += totals[0];
-        total_tokens_ += totals[1];
+        total_tokens_ += totals[2];
       } else {
         // Every rank sees the same all-reduced values, so every rank skips the same steps.
         ++bad_steps_;

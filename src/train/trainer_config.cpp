@@ -48,6 +48,14 @@ void check_config(const TrainerConfig& c) {
   positive("bptt", c.bptt);
   if (c.model.dropout < 0 || c.model.dropout >= 1)
     throw InputError(cat("--dropout must be in [0, 1) (got ", c.model.dropout, ")"));
+  if (!c.task.empty()) parse_task(c.task, "--task");
+  parse_pool(c.pool);
+  if (c.select_by != "loss" && c.select_by != "accuracy" && c.select_by != "macro-f1")
+    throw InputError(cat("--select-by: unknown metric '", c.select_by, "' (loss, accuracy or macro-f1)"));
+  if (c.model.bidirectional && c.task == "lm")
+    throw InputError("--bidirectional: a language model would see the tokens it predicts (classify and tag only)");
+  if (c.model.bidirectional && c.batching == "stream")
+    throw InputError("--bidirectional does not apply to --batching stream (a language model's mode)");
   if (!(c.optimizer.lr > 0)) throw InputError(cat("--lr must be positive (got ", c.optimizer.lr, ")"));
   if (c.clip_norm < 0) throw InputError("--clip-norm must not be negative");
   const OptimizerConfig& op = c.optimizer;

@@ -2,7 +2,7 @@
 // dropout -> linear -> log-softmax cross-entropy, per token for a language model (the next token) or a
 // tagger (the token's tag), per sequence after pooling for a classifier. Parameters and gradients each live
 // in one flat buffer on the rank's device (so the gradient all-reduce is one call); param_slices() names
-// every tensor as PyTorch's state_dict would.
+// every tensor as PyTorch's state_dict would (the head: out.* for a language model, classifier.* otherwise).
 #pragma once
 
 #include <cstdint>
@@ -61,10 +61,10 @@ class Model {
   const ModelConfig& config() const { return config_; }
   Backend& backend() const { return backend_; }
   Tensor& params() { return params_; }
-  // num_params() gradients followed by kReduceSlots floats in which the trainer puts the step's loss sum
-  // and token count, so that one all-reduce over the buffer carries all three.
+  // num_params() gradients followed by kReduceSlots floats in which the trainer puts the step's loss sum,
+  // its count of loss terms (Batch::units) and of input rows, so that one all-reduce carries them all.
   Tensor& grads() { return grads_; }
-  static constexpr int64_t kReduceSlots = 2;
+  static constexpr int64_t kReduceSlots = 3;
   int64_t num_params() const { return params_.numel(); }  // elements of params(), the alignment gaps included
   int64_t parameter_count() const;  // parameters proper: the elements of every named tensor, as PyTorch counts
   // Offsets into params()/grads(), each region 256-byte aligned (kAlignElems); the gaps between them are zero.

@@ -1,6 +1,7 @@
 // Checkpoints: HDF5 files DIR/step-NNNNNNNN.h5 written atomically (temporary name, fsync, rename), with
 // the parameters under /model named and shaped as PyTorch's state_dict (docs/checkpoint-format.md), plus
-// the model configuration, vocabulary, optimizer state and training position.
+// the model configuration, vocabularies, optimizer state and training position; DIR/best.h5 is the
+// checkpoint of the best validation so far.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +20,7 @@ struct TrainingPosition {
   bool validated = true;      // false: written at the end of the epoch, before its validation ran
   uint64_t seed = 0;
   double plateau_factor = 1.0, best_loss = 1e300;  // learning-rate schedule state
+  double best_objective = 1e300;  // the validation objective (Evaluation::objective) of best.h5
   std::string plan;              // how the data was cut into steps ("packed sequences=64", ...)
   int64_t steps_per_epoch = 0;   // under that plan
   std::vector<float> stream_state;  // stream mode: carried h and c, 2 x layers x columns x hidden
@@ -27,15 +29,29 @@ struct TrainingPosition {
 // "DIR/step-00000042.h5"
 std::string checkpoint_path(const std::string& dir, int64_t step);
 
+// What a model reads and predicts, as names: the tokenizer and its vocabulary, and a classifier's labels or
+// a tagger's tags by id (empty for a language model).
+struct Vocabularies {
+  std::string tokenizer;
+  std::vector<std::string> tokens, labels;
+};
+
+// "DIR/best.h5"
+std::string best_checkpoint_path(const std::string& dir);
+
 // Writes a checkpoint and removes all but the newest `keep` ones in the directory.
-void write_checkpoint(const std::string& dir, int keep, Model& model, Optimizer& optimizer, const std::string& tokenizer,
-                      const std::vector<std::string>& vocab, const TrainingPosition& pos);
+void write_checkpoint(const std::string& dir, int keep, Model& model, Optimizer& optimizer, const Vocabularies& vocab,
+                      const TrainingPosition& pos);
+// Writes DIR/best.h5 (replacing the one before, atomically): a checkpoint like the others, which also
+// records the metric it was chosen by (`selected_by`, `selected_value`).
+void write_best_checkpoint(const std::string& dir, Model& model, Optimizer& optimizer, const Vocabularies& vocab,
+                           const TrainingPosition& pos, const std::string& select_by, double value);
 
 // What a checkpoint holds, read back on the host.
 struct CheckpointData {
   ModelConfig config;
   std::string tokenizer;
-  std::vector<std::string> vocab;
+  std::vector<std::string> vocab, label_vocab;
   std::vector<float> params;  // flat, in Model's order (filled by name and shape, so checked)
   int64_t parameter_count = 0;  // Model::parameter_count(): params without the alignment gaps
   TrainingPosition position;

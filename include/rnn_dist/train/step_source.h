@@ -15,14 +15,15 @@
 namespace rnn_dist {
 
 // The steps of an epoch on this rank: which batch step k is (read on the read-ahead thread, so load()
-// must not touch the source's mutable state) and how many target tokens the global step has.
+// must not touch the source's mutable state) and how many terms the global step's loss has (target
+// tokens, tags, or for a classifier sequences), by which each rank scales its gradient.
 class StepSource {
  public:
   virtual ~StepSource() = default;
   virtual int64_t steps_per_epoch() const = 0;
   virtual void start_epoch(int64_t epoch) = 0;
   virtual Batch load(int64_t k) const = 0;
-  virtual int64_t global_tokens(int64_t k) const = 0;
+  virtual int64_t global_units(int64_t k) const = 0;
   // Identifies how the data is cut into steps: a run that resumes with the same plan (whatever its rank
   // count) continues exactly where the checkpoint stopped.
   virtual std::string plan() const = 0;
@@ -33,14 +34,20 @@ class StepSource {
 class PackedSource : public StepSource {
  public:
   PackedSource(const SequenceFile& file, const BatchingConfig& batching, int world, int rank, uint64_t seed)
-      : file_(file), cut_(cut_global_batches(file.offsets(), batching, world)), rank_(rank), seed_(seed) {
+      : file_(file),
+        cut_(cut_global_batches(file.offsets(), batching, world, framing_of(file.task()))),
+        rank_(rank),
+        seed_(seed) {
     plan_ = batching.batch_tokens > 0 ? cat("packed tokens=", batching.batch_tokens * world)
                                       : cat("packed sequences=", batching.batch_size * world);
   }
   int64_t steps_per_epoch() const override { return static_cast<int64_t>(cut_.batches.size()); }
   void start_epoch(int64_t epoch) override { order_ = epoch_order(steps_per_epoch(), seed_, epoch); }
   Batch load(int64_t k) const override { return load_batch(file_, cut_.batches[order_[k]].slices[rank_]); }
-  int64_t global_tokens(int64_t k) const override { return cut_.batches[order_[k]].tokens; }
+  int64_t global_units(int64_t k) const override {
+    const GlobalBatch& b = cut_.batches[order_[k]];
+    return file_.task() == Task::classify ? b.end - b.begin : b.tokens;
+  }
   std::string plan() const override { return plan_; }
   std::string dropped() const override {
     return cut_.dropped_sequences == 0 ? ""
@@ -69,7 +76,7 @@ class StreamSource : public StepSource {
   int64_t steps_per_epoch() const override { return plan_.steps(); }
   void start_epoch(int64_t) override {}
   Batch load(int64_t k) const override { return stream_batch(stream_, plan_, k, first_, last_); }
-  int64_t global_tokens(int64_t k) const override { return plan_.columns * plan_.step_targets(k); }
+  int64_t global_units(int64_t k) const override { return plan_.columns * plan_.step_targets(k); }
   std::string plan() const override { return cat("stream columns=", plan_.columns, " bptt=", plan_.bptt); }
   std::string dropped() const override {
     return plan_.dropped_tokens == 0 ? "" : cat("tail of ", plan_.dropped_tokens, " tokens dropped each epoch");

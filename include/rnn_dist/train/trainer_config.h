@@ -15,7 +15,10 @@ namespace rnn_dist {
 struct TrainerConfig {
   std::string train, valid, test, checkpoint_dir, init_from, metrics;
   std::string device = "auto", allreduce = "flat", batching = "packed";
-  ModelConfig model;
+  ModelConfig model;  // its task and classes come from the training file
+  std::string task;   // --task: "" or what the training file's task must be
+  std::string pool = "last";       // --pool (classify)
+  std::string select_by = "loss";  // --select-by: the validation metric of best.h5 and the plateau schedule
   BatchingConfig batch;
   int64_t bptt = 35;  // stream mode: target tokens per column and step
   OptimizerConfig optimizer;
