@@ -93,13 +93,13 @@ int cmd_eval(const Args& args) {
   CheckpointData ck;
   auto model = load_model(checkpoint, *backend, ck);
   SequenceFile file = SequenceFile::open(data_path);
-  if (file.vocab() != ck.vocab)
-    throw InputError(cat(data_path, ": vocabulary (", file.vocab_size(), " entries) differs from the checkpoint's (",
-                         ck.vocab.size(), " entries) in ", checkpoint));
   const Task task = ck.config.task;
   if (file.task() != task)
     throw InputError(cat(data_path, ": ", task_name(file.task()), " data, but ", checkpoint, " holds a ", task_name(task),
                          " model"));
+  if (file.vocab() != ck.vocab)
+    throw InputError(cat(data_path, ": vocabulary (", file.vocab_size(), " entries) differs from the checkpoint's (",
+                         ck.vocab.size(), " entries) in ", checkpoint));
   if (file.label_vocab() != ck.label_vocab)
     throw InputError(cat(data_path, ": labels differ from those of ", checkpoint));
   Evaluation ev(task, ck.label_vocab);

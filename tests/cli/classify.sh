@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# CLI tests of classifiers and taggers: rnn_prep's tsv and conll data train a bidirectional classifier
+# and tagger that beat the majority baseline; best.h5 is chosen by --select-by; N ranks give the
+# parameters of 1 rank with the same global batch; resume is bitwise; `rnn_dist eval --json` carries
+# the per-class scores and the confusion matrix; `rnn_dist predict` writes a label or tags per record;
+# contradictory options and mismatched files end with exit code 2 and one line. $1 = build directory.
+source "$(dirname "$0")/lib/harness.sh"
+
+# Classification: the label is which word family dominates the record.
+awk 'BEGIN { srand(5); split("good great fine nice|bad awful poor sad|red green blue grey", fam, "|")
+  split("pos neg col", lab, " "); n = split("the a it was very so and but", filler, " ")
+  for (i = 0; i < 900; i++) { c = 1 + int(rand() * 3); split(fam[c], w, " "); k = 3 + int(rand() * 8); line = ""
+    for (j = 0; j < k; j++) line = line (j ? " " : "") (rand() < 0.5 ? w[1 + int(rand() * 4)] : filler[1 + int(rand() * n)])
+    print lab[c] "\t" line } }' > cls.tsv
+"$BUILD/rnn_prep" --format tsv --tokenizer word --input cls.tsv --output-dir cls --valid-fraction 0.1 --test-fraction 0.1 \
+  > /dev/null || bad "rnn_prep --format tsv"
+# Tagging: entities (BIO) among filler words, in CoNLL columns.
+awk 'BEGIN { srand(6); split("ann bob cyd|oslo rome kiev|acme ibm sony", ent, "|"); split("PER LOC ORG", typ, " ")
+  n = split("met in at and the visited from saw", filler, " "); print "-DOCSTART- X O"; print ""
+  for (i = 0; i < 500; i++) { k = 3 + int(rand() * 7)
+    for (j = 0; j < k; j++) {
+      if (rand() < 0.3) { c = 1 + int(rand() * 3); split(ent[c], w, " "); print w[1 + int(rand() * 3)] " X B-" typ[c]
+        if (rand() < 0.4) print "jr X I-" typ[c] }
+      else print filler[1 + int(rand() * n)] " X O" }
+    print "" } }' > tag.conll
+"$BUILD/rnn_prep" --format conll --input tag.conll --output-dir tag --valid-fraction 0.1 --test-fraction 0.1 \
+  > /dev/null || bad "rnn_prep --format conll"
+
+C="--train cls/train.h5 --embed 12 --hidden 16 --layers 2 --bidirectional --seed 3 --log-every 5"
+if "$BUILD/rnn_dist" train $C --pool mean --valid cls/valid.h5 --test cls/test.h5 --epochs 3 --batch-size 24 \
+     --select-by macro-f1 --checkpoint-dir cb --metrics m.jsonl > log.cb 2>&1; then
+  ok "bidirectional classifier trains (exit 0)"
+else
+  bad "classifier: $(tail -1 log.cb)"
+fi
+baseline=$("$BUILD/rnn_dist" info cls/test.h5 | sed -n 's/.*majority baseline: \([0-9.]*\) accuracy/\1/p')
+acc=$(sed -n 's/^test epoch .* accuracy \([0-9.]*\) .*/\1/p' log.cb)
+awk -v a="$acc" -v b="$baseline" 'BEGIN { exit !(a > b + 0.3) }' \
+  && ok "test accuracy $acc beats the majority baseline $baseline" || bad "test accuracy '$acc' vs baseline '$baseline'"
+grep '"kind":"valid"' m.jsonl | grep -q '"accuracy":.*"macro_f1":' && ! grep -q perplexity <(grep '"kind":"valid"' m.jsonl) \
+  && ok "validation metrics: accuracy and macro_f1, no perplexity" || bad "metrics: $(grep valid m.jsonl | head -1)"
+# best.h5: the epoch with the highest validation macro-F1 (the first of equals).
+best=$(grep '"kind":"valid"' m.jsonl | awk -F'"macro_f1":' '{ split($2, v, /[,}]/); split($0, s, /"step":/); split(s[2], t, ",")
+  if (v[1] > m) { m = v[1]; at = t[1] } } END { print at }')
+[ -f cb/best.h5 ] && h5dump -a /selected_by cb/best.h5 | grep -q '"macro-f1"' && h5dump -a /step cb/best.h5 | grep -q "(0): $best\$" \
+  && ok "best.h5 is the step of the best validation macro-F1 ($best)" || bad "best.h5: $(ls cb); best step '$best'"
+"$BUILD/rnn_dist" info cb/best.h5 | grep -q "model:      classify, .*bidirectional, pool mean" \
+  && "$BUILD/rnn_dist" info cb/best.h5 | grep -q "labels:     3: col neg pos" \
+  && ok "info: task, direction, pooling and labels of the checkpoint" || bad "info: $("$BUILD/rnn_dist" info cb/best.h5 | head -5)"
+h5ls cb/best.h5/model | grep -q "^classifier.weight *Dataset {3, 32}" && h5ls cb/best.h5/model | grep -q "^lstm.weight_hh_l1_reverse " \
+  && ok "PyTorch names: classifier.weight [classes x 2H], lstm.*_reverse" || bad "names: $(h5ls cb/best.h5/model)"
+
+# eval --json: the confusion matrix counts every test sequence once.
+"$BUILD/rnn_dist" eval --checkpoint cb/best.h5 --data cls/test.h5 --device cpu --json > ev.out 2> ev.err \
+  || bad "eval: $(cat ev.err)"
+n=$("$BUILD/rnn_dist" info cls/test.h5 | sed -n 's/^  sequences: *\([0-9]*\).*/\1/p')
+total=$(tail -1 ev.out | sed 's/.*"confusion":\[\(.*\)\]\].*/\1/' | tr -c '0-9\n' ' ' | awk '{ for (i = 1; i <= NF; i++) s += $i } END { print s }')
+tail -1 ev.out | grep -q '"per_class":{"col":{"precision":' && [ "$total" = "$n" ] && grep -q "^confusion (rows: true" ev.out \
+  && ok "eval --json: per-class scores and a confusion matrix over all $n sequences" || bad "eval: total '$total' of '$n': $(tail -1 ev.out)"
+
+# N ranks = 1 rank, and resume, for a classifier (max pooling) and a tagger.
+same_params() {  # $1 = reference checkpoint, $2 = other, $3 = what
+  if h5diff -d 1e-5 "$1" "$2" /model > diff.out 2>&1; then ok "$3: parameters equal within 1e-5"
+  else bad "$3: parameters differ: $(head -3 diff.out)"; fi
+}
+for task in cls tag; do
+  X="--train $task/train.h5 --embed 12 --hidden 16 --layers 2 --bidirectional --seed 3 --max-steps 12"
+  [ $task = cls ] && X="$X --pool max"
+  "$BUILD/rnn_dist" train $X --batch-size 12 --checkpoint-dir ${task}1 > log.${task}1 2>&1 || bad "$task 1 rank: $(tail -1 log.${task}1)"
+  mpirun --oversubscribe -np 2 "$BUILD/rnn_dist" train $X --batch-size 6 --checkpoint-dir ${task}2 > log.${task}2 2>&1 \
+    || bad "$task 2 ranks: $(tail -1 log.${task}2)"
+  mpirun --oversubscribe -np 3 "$BUILD/rnn_dist" train $X --batch-size 4 --checkpoint-dir ${task}3 > log.${task}3 2>&1 \
+    || bad "$task 3 ranks: $(tail -1 log.${task}3)"
+  same_params ${task}1/step-00000012.h5 ${task}2/step-00000012.h5 "$task, 2 ranks vs 1"
+  same_params ${task}1/step-00000012.h5 ${task}3/step-00000012.h5 "$task, 3 ranks vs 1"
+  "$BUILD/rnn_dist" train ${X/--max-steps 12/--max-steps 5} --batch-size 12 --checkpoint-dir ${task}r > /dev/null 2>&1
+  "$BUILD/rnn_dist" train $X --batch-size 12 --checkpoint-dir ${task}r --resume > log.${task}r 2>&1
+  grep -q "resumed from ${task}r/step-00000005.h5" log.${task}r && h5diff ${task}1/step-00000012.h5 ${task}r/step-00000012.h5 /model > /dev/null \
+    && ok "$task: resumed at step 5, bitwise the uninterrupted run" || bad "$task resume: $(tail -2 log.${task}r)"
+done
+
+# The tagger: entity scores for BIO tags, in the log and in eval.
+"$BUILD/rnn_dist" train --train tag/train.h5 --valid tag/valid.h5 --embed 12 --hidden 24 --layers 1 --bidirectional \
+  --epochs 4 --batch-size 16 --lr 0.01 --checkpoint-dir tb --select-by accuracy > log.tb 2>&1 || bad "tagger: $(tail -1 log.tb)"
+"$BUILD/rnn_dist" eval --checkpoint tb/best.h5 --data tag/test.h5 --device cpu --json > tev.out 2>&1 || bad "tag eval: $(cat tev.out)"
+f1=$(tail -1 tev.out | sed -n 's/.*"entities":{[^}]*"f1":\([0-9.e-]*\).*/\1/p')
+grep -q "^valid epoch 4 .* entity_f1 " log.tb && awk -v f="$f1" 'BEGIN { exit !(f > 0.8) }' \
+  && ok "tagger: entity F1 $f1 on the test split" || bad "tagger entities: '$f1': $(tail -1 tev.out)"
+
+# Contradictions and mismatches: exit code 2, one line naming the option or file.
+"$BUILD/rnn_prep" --input cls.tsv --output-dir lm --tokenizer word > /dev/null
+B="--embed 8 --hidden 8 --max-steps 2 --batch-size 8"
+for case in "--train lm/train.h5 --bidirectional|--bidirectional" "--train cls/train.h5 --task tag|--task tag" \
+            "--train cls/train.h5 --batching stream|--batching stream" "--train lm/train.h5 --select-by accuracy --valid lm/valid.h5|--select-by" \
+            "--train cls/train.h5 --select-by accuracy|needs --valid" "--train cls/train.h5 --pool median|--pool" \
+            "--train cls/train.h5 --valid tag/valid.h5|tag/valid.h5" "--train cls/train.h5 --select-by f2|--select-by" \
+            "--train tag/train.h5 --init-from cb/best.h5|cb/best.h5"; do
+  opt=${case%|*} want=${case#*|}
+  "$BUILD/rnn_dist" train $B $opt > out 2> err
+  rc=$?
+  [ $rc -eq 2 ] && [ "$(wc -l < err)" -eq 1 ] && grep -q -- "$want" err && ok "'$opt' -> exit 2: $(cat err)" \
+    || bad "'$opt' -> exit $rc: $(cat err)"
+done
+"$BUILD/rnn_dist" eval --checkpoint cb/best.h5 --data tag/test.h5 --device cpu > out 2> err
+[ $? -eq 2 ] && grep -q "tag/test.h5: tag data, but cb/best.h5 holds a classify model" err \
+  && ok "eval refuses data of another task" || bad "eval across tasks: $(cat err)"
+"$BUILD/rnn_dist" sample --checkpoint cb/best.h5 > out 2> err
+[ $? -eq 2 ] && grep -q "sample needs a language model" err && ok "sample refuses a classifier" || bad "sample: $(cat err)"
+
+finish
