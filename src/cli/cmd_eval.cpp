@@ -11,9 +11,8 @@
 #include <numeric>
 
 #include "rnn_dist/backends/make_backend.h"
+#include "rnn_dist/cli/checkpoint_command.h"
 #include "rnn_dist/cli/commands.h"
-#include "rnn_dist/cli/options.h"
-#include "rnn_dist/cuda/cuda_device.h"
 #include "rnn_dist/data/dataset.h"
 #include "rnn_dist/data/tokenizer.h"
 #include "rnn_dist/train/batch_plan.h"
@@ -26,48 +25,6 @@
 namespace po = boost::program_options;
 
 namespace rnn_dist {
-namespace {
-
-// Parses args; returns false when --help was printed.
-bool parse(const Args& args, const po::options_description& desc, const char* usage) {
-  po::variables_map vm;
-  try {
-    po::store(keep_last(po::command_line_parser(args).options(desc).run()), vm);
-    if (vm.count("help")) {
-      std::cout << usage << "\n\n" << desc << "\n";
-      return false;
-    }
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw InputError(e.what());
-  }
-  refuse_non_finite(vm);
-  return true;
-}
-
-std::unique_ptr<Model> load_model(const std::string& path, Backend& backend, CheckpointData& data) {
-  data = read_checkpoint(path, backend);
-  auto model = std::make_unique<Model>(backend, data.config);
-  model->upload_params(data.params);
-  return model;
-}
-
-// eval's --device: as train's, for one process (auto: GPU 0 of the visible ones when there is one).
-DeviceType eval_device(const std::string& device) {
-  if (device == "cpu") return DeviceType::cpu;
-  if (device == "cuda") {
-    if (cuda_device_count() == 0)
-      throw InputError(cat("--device cuda: no usable GPU here (GPU runtime: ", gpu_runtime_versions(),
-                           "); use --device cpu"));
-    return DeviceType::cuda;
-  }
-  if (device != "auto") throw InputError(cat("--device: unknown device '", device, "' (auto, cpu or cuda)"));
-  if (cuda_device_count() > 0) return DeviceType::cuda;
-  std::cout << "--device auto: no usable GPU, evaluating on the CPU" << std::endl;
-  return DeviceType::cpu;
-}
-
-}  // namespace
 
 int cmd_eval(const Args& args) {
   std::string checkpoint, data_path;
@@ -86,10 +43,10 @@ int cmd_eval(const Args& args) {
       ("threads", po::value(&threads)->default_value(1), "CPU threads")
       ("device", po::value(&device)->default_value("auto"), "auto (a GPU when there is one, else the CPU), cpu or cuda")
       ("json", po::bool_switch(&json), "print one JSON object as the last line (for a classifier or tagger with the per-class scores and the confusion matrix)");
-  if (!parse(args, desc, "usage: rnn_dist eval --checkpoint FILE --data FILE.h5 [--json]")) return 0;
+  if (!parse_command(args, desc, "usage: rnn_dist eval --checkpoint FILE --data FILE.h5 [--json]")) return 0;
   if (batching.batch_size < 1) throw InputError("--batch-size must be at least 1");
   if (batching.batch_tokens < 0) throw InputError("--batch-tokens must not be negative");
-  auto backend = make_backend(eval_device(device), 0, threads);
+  auto backend = make_backend(command_device(device, "evaluating"), 0, threads);
   CheckpointData ck;
   auto model = load_model(checkpoint, *backend, ck);
   SequenceFile file = SequenceFile::open(data_path);
@@ -141,7 +98,7 @@ int cmd_sample(const Args& args) {
       ("temperature", po::value(&temperature)->default_value(1.0f, "1"), "softmax temperature (> 0; near 0: the most likely token)")
       ("top-k", po::value(&top_k)->default_value(0), "sample among the k most likely tokens (0 = all)")
       ("seed", po::value(&seed)->default_value(1), "sampling seed");
-  if (!parse(args, desc, "usage: rnn_dist sample --checkpoint FILE [--prime TEXT] [options]")) return 0;
+  if (!parse_command(args, desc, "usage: rnn_dist sample --checkpoint FILE [--prime TEXT] [options]")) return 0;
   if (!(temperature > 0)) throw InputError("--temperature must be positive");
   if (length < 0 || top_k < 0) throw InputError("--length and --top-k must not be negative");
   auto backend = make_backend(DeviceType::cpu, 0, 1);

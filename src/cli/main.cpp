@@ -19,8 +19,9 @@ const std::map<std::string, Command>& commands() {
   static const std::map<std::string, Command> c = {
       {"info", {rnn_dist::cmd_info, "summarise a sequence file or a checkpoint"}},
       {"train", {rnn_dist::cmd_train, "train a model (under mpirun for several ranks)"}},
-      {"eval", {rnn_dist::cmd_eval, "loss, perplexity and bits per token of a checkpoint on a file"}},
-      {"sample", {rnn_dist::cmd_sample, "generate text from a checkpoint"}},
+      {"eval", {rnn_dist::cmd_eval, "a checkpoint's loss (and perplexity, or accuracy, F1 and confusion matrix) on a file"}},
+      {"sample", {rnn_dist::cmd_sample, "generate text from a language model's checkpoint"}},
+      {"predict", {rnn_dist::cmd_predict, "label or tag raw records with a classifier's or tagger's checkpoint"}},
       {"check", {rnn_dist::cmd_check, "check a launch (GPUs, MPI, data, checkpoint dir, threads) under mpirun/srun"}},
   };
   return c;

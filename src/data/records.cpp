@@ -402,8 +402,11 @@ bool RecordReader::next(Record& record) {
           if (j > i) columns.push_back(line.substr(i, j - i));
           i = j;
         }
-        const int col = options_.tag_column < 0 ? static_cast<int>(columns.size()) - 1 : options_.tag_column;
-        if (columns.size() < 2 || col < 1 || col >= static_cast<int>(columns.size()))
+        // Without tags, the token stands in for its tag (which is then ignored).
+        const int col = !options_.conll_tags      ? 0
+                        : options_.tag_column < 0 ? static_cast<int>(columns.size()) - 1
+                                                  : options_.tag_column;
+        if (options_.conll_tags && (columns.size() < 2 || col < 1 || col >= static_cast<int>(columns.size())))
           throw InputError(cat(path_, ": line ", line_, ": ", columns.size(), " column(s), no tag in column ",
                                options_.tag_column < 0 ? cat("(the last)") : cat(options_.tag_column)));
         if (spans_.empty()) first_line = line_, first_offset = offset;

@@ -87,8 +87,40 @@ f1=$(tail -1 tev.out | sed -n 's/.*"entities":{[^}]*"f1":\([0-9.e-]*\).*/\1/p')
 grep -q "^valid epoch 4 .* entity_f1 " log.tb && awk -v f="$f1" 'BEGIN { exit !(f > 0.8) }' \
   && ok "tagger: entity F1 $f1 on the test split" || bad "tagger entities: '$f1': $(tail -1 tev.out)"
 
-# Contradictions and mismatches: exit code 2, one line naming the option or file.
+# predict: a label and probabilities summing to 1 per line of raw text (an empty line gets a null label),
+# which agree with the true labels; tags for every CoNLL token; jsonl input.
+{ cut -f2 cls.tsv | head -200; echo; } > raw.txt
+"$BUILD/rnn_dist" predict --checkpoint cb/best.h5 --input raw.txt --output pred.jsonl --device cpu > out 2> err \
+  || bad "predict: $(cat err)"
+right=$(head -200 cls.tsv | cut -f1 | paste - <(head -200 pred.jsonl | sed 's/.*"label":"\([a-z]*\)".*/\1/') | awk '$1 == $2' | wc -l)
+sums=$(head -200 pred.jsonl | sed 's/.*"probs":{\(.*\)}}/\1/' | tr ',' '\n' | sed 's/.*://' \
+  | awk '{ s += $1 } NR % 3 == 0 { if (s < 0.999 || s > 1.001) bad++; s = 0 } END { print bad + 0 }')
+[ "$(wc -l < pred.jsonl)" -eq 201 ] && [ "$right" -ge 170 ] && [ "$sums" -eq 0 ] && tail -1 pred.jsonl | grep -q '"record":200,"line":201,"label":null' \
+  && ok "predict: 201 lines, $right of 200 labels right, probabilities sum to 1" || bad "predict: $right right, $sums bad sums: $(tail -2 pred.jsonl)"
+head -3 raw.txt | awk '{ gsub(/"/, "\\\""); print "{\"id\": " NR ", \"body\": \"" $0 "\"}" }' > raw.jsonl
+"$BUILD/rnn_dist" predict --checkpoint cb/best.h5 --input raw.jsonl --format jsonl --text-field body --output pj.jsonl --device cpu > /dev/null 2> err
+[ "$(cut -d, -f3- pj.jsonl)" = "$(head -3 pred.jsonl | cut -d, -f3-)" ] && ok "predict --format jsonl: the same predictions" \
+  || bad "predict jsonl: $(cat err; head -1 pj.jsonl)"
+awk 'NR > 2 && NR < 40' tag.conll > raw.conll
+"$BUILD/rnn_dist" predict --checkpoint tb/best.h5 --input raw.conll --format conll --output pt.jsonl --device cpu > /dev/null 2> err \
+  || bad "predict conll: $(cat err)"
+want=$(awk 'NF == 0 { if (n) print n; n = 0; next } { n++ } END { if (n) print n }' raw.conll | tr '\n' ' ')
+got=$(sed 's/.*"tags":\[\([^]]*\)\].*/\1/' pt.jsonl | awk -F, '{ printf "%d ", NF }')
+right=$(paste <(awk 'NF { print $3 }' raw.conll) <(sed 's/.*"tags":\[\([^]]*\)\].*/\1/' pt.jsonl | tr ',' '\n' | tr -d '"') | awk '$1 == $2' | wc -l)
+total=$(awk 'NF' raw.conll | wc -l)
+[ "$got" = "$want" ] && [ "$right" -ge $((total * 9 / 10)) ] && ok "predict --format conll: a tag per token ($right of $total right)" \
+  || bad "predict conll: tags per sentence '$got' vs '$want', $right of $total right"
+printf 'good\n\377bad\n' > badutf.txt
+"$BUILD/rnn_dist" predict --checkpoint cb/best.h5 --input badutf.txt --output badpred.jsonl --device cpu > out 2> err
+[ $? -eq 2 ] && [ "$(wc -l < err)" -eq 1 ] && grep -q "badutf.txt: invalid UTF-8 at byte offset 5" err && [ ! -e badpred.jsonl ] \
+  && ! ls badpred.jsonl.tmp.* > /dev/null 2>&1 && ok "predict: bad input named, exit 2, no output left" || bad "predict bad input: $(cat err; ls)"
 "$BUILD/rnn_prep" --input cls.tsv --output-dir lm --tokenizer word > /dev/null
+"$BUILD/rnn_dist" train --train lm/train.h5 --embed 8 --hidden 8 --max-steps 1 --batch-size 8 --checkpoint-dir lmck > /dev/null 2>&1
+"$BUILD/rnn_dist" predict --checkpoint lmck/step-00000001.h5 --input raw.txt --output x.jsonl --device cpu > out 2> err
+[ $? -eq 2 ] && grep -q "a language model; predict applies classifiers and taggers" err && ok "predict refuses a language model" \
+  || bad "predict lm: $(cat err)"
+
+# Contradictions and mismatches: exit code 2, one line naming the option or file.
 B="--embed 8 --hidden 8 --max-steps 2 --batch-size 8"
 for case in "--train lm/train.h5 --bidirectional|--bidirectional" "--train cls/train.h5 --task tag|--task tag" \
             "--train cls/train.h5 --batching stream|--batching stream" "--train lm/train.h5 --select-by accuracy --valid lm/valid.h5|--select-by" \

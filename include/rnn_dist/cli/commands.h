@@ -13,6 +13,7 @@ int cmd_info(const Args& args);
 int cmd_train(const Args& args);
 int cmd_eval(const Args& args);
 int cmd_sample(const Args& args);
+int cmd_predict(const Args& args);
 int cmd_check(const Args& args);
 
 }  // namespace rnn_dist

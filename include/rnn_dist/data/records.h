@@ -22,6 +22,7 @@ struct RecordOptions {
   bool keep_cr = false;             // keep the '\r' of a CRLF line end as part of the line
   std::string label_field;          // jsonl: the top-level member holding the label ("" = none)
   int tag_column = -1;              // conll: the column of the tag (0-based; -1 = the last)
+  bool conll_tags = true;           // conll: every line has a tag (false: tokens only, as to predict; tags = tokens)
 };
 
 struct Record {

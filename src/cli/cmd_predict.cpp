@@ -1,0 +1,178 @@
+// `rnn_dist predict`: a classifier's label or a tagger's tags for every record of a raw input file, with
+// their probabilities, as JSON lines; the checkpoint's tokenizer and vocabulary turn the text into ids.
+#include <boost/program_options.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <numeric>
+
+#include "rnn_dist/backends/make_backend.h"
+#include "rnn_dist/cli/checkpoint_command.h"
+#include "rnn_dist/cli/commands.h"
+#include "rnn_dist/data/dataset.h"
+#include "rnn_dist/data/records.h"
+#include "rnn_dist/data/tokenizer.h"
+#include "rnn_dist/util/atomic_file.h"
+#include "rnn_dist/util/error.h"
+#include "rnn_dist/util/json.h"
+#include "rnn_dist/util/number.h"
+
+namespace po = boost::program_options;
+
+namespace rnn_dist {
+namespace {
+
+// One input record waiting in a batch: its framed ids and, for a tagger, its tokens as text.
+struct Pending {
+  int64_t line = 0;
+  std::vector<int32_t> ids;  // <s> ... </s>
+  std::vector<std::string> tokens;
+};
+
+// Predicts a batch of records and writes one JSON line per record, in input order.
+class Predictor {
+ public:
+  Predictor(Model& model, const CheckpointData& ck, std::ostream& out) : model_(model), ck_(ck), out_(out) {}
+
+  void write(std::vector<Pending>& batch) {
+    const Task task = ck_.config.task;
+    const int C = static_cast<int>(ck_.config.classes);
+    // Records without a token have nothing to predict from: their line says so (null, or no tags).
+    std::vector<size_t> order;
+    for (size_t i = 0; i < batch.size(); ++i)
+      if (batch[i].ids.size() > 2) order.push_back(i);
+    // Packed batches hold their sequences longest first.
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return batch[a].ids.size() > batch[b].ids.size(); });
+    std::vector<int32_t> tokens;
+    std::vector<int64_t> lengths;
+    for (size_t i : order) {
+      tokens.insert(tokens.end(), batch[i].ids.begin(), batch[i].ids.end());
+      lengths.push_back(static_cast<int64_t>(batch[i].ids.size()));
+    }
+    std::vector<int> position(batch.size(), -1);  // the record's sequence in the packed batch
+    for (size_t k = 0; k < order.size(); ++k) position[order[k]] = static_cast<int>(k);
+    Batch packed;
+    std::vector<float> lp;
+    if (!order.empty()) {
+      packed = make_batch(task, tokens, lengths, {});
+      lp = model_.log_probs(packed);
+    }
+    auto best = [&](int64_t row) {
+      const float* p = lp.data() + row * C;
+      return static_cast<int>(std::max_element(p, p + C) - p);
+    };
+    for (size_t i = 0; i < batch.size(); ++i) {
+      out_ << "{\"record\":" << record_++ << ",\"line\":" << batch[i].line;
+      const int b = position[i];
+      if (task == Task::classify) {
+        if (b < 0) {
+          out_ << ",\"label\":null,\"probs\":null}\n";
+          continue;
+        }
+        out_ << ",\"label\":" << json_quote(ck_.label_vocab[best(b)]) << ",\"probs\":{";
+        for (int c = 0; c < C; ++c)
+          out_ << (c ? "," : "") << json_quote(ck_.label_vocab[c]) << ":" << shortest(std::exp(lp[size_t(b) * C + c]));
+        out_ << "}}\n";
+        continue;
+      }
+      out_ << ",\"tokens\":[";
+      for (size_t t = 0; t < batch[i].tokens.size(); ++t) out_ << (t ? "," : "") << json_quote(batch[i].tokens[t]);
+      std::string tags, probs;
+      for (int t = 0; b >= 0 && t < packed.packing.lengths[b]; ++t) {
+        const int64_t row = packed.packing.row(t, b);
+        const int tag = best(row);
+        tags += cat(t ? "," : "", json_quote(ck_.label_vocab[tag]));
+        probs += cat(t ? "," : "", shortest(std::exp(lp[size_t(row) * C + tag])));
+      }
+      out_ << "],\"tags\":[" << tags << "],\"probs\":[" << probs << "]}\n";
+    }
+    batch.clear();
+  }
+  int64_t records() const { return record_; }
+
+ private:
+  Model& model_;
+  const CheckpointData& ck_;
+  std::ostream& out_;
+  int64_t record_ = 0;
+};
+
+}  // namespace
+
+int cmd_predict(const Args& args) {
+  std::string checkpoint, input, output, format = "lines", device = "auto";
+  RecordOptions records;
+  int64_t batch_size = 256;
+  int threads = 1;
+  bool utf8_replace = false;
+  po::options_description desc("rnn_dist predict options");
+  desc.add_options()("help,h", "print this help and exit")
+      ("checkpoint", po::value(&checkpoint)->required(), "a classifier's or tagger's checkpoint (step-NNNNNNNN.h5 or best.h5)")
+      ("input", po::value(&input)->required(), "raw records to label or tag")
+      ("output", po::value(&output)->required(), "JSON-lines predictions, one line per input record, written atomically")
+      ("format", po::value(&format)->default_value("lines"), "input format: lines (a record per line), jsonl (the text in --text-field) or conll (a token per line, the token in the first column, a blank line after each sentence; word-tokenizer checkpoints)")
+      ("text-field", po::value(&records.text_field)->default_value("text"), "jsonl: the member holding the text")
+      ("utf8-replace", po::bool_switch(&utf8_replace), "replace ill-formed UTF-8 with U+FFFD instead of failing")
+      ("batch-size", po::value(&batch_size)->default_value(256), "records per batch")
+      ("threads", po::value(&threads)->default_value(1), "CPU threads")
+      ("device", po::value(&device)->default_value("auto"), "auto (a GPU when there is one, else the CPU), cpu or cuda");
+  if (!parse_command(args, desc, "usage: rnn_dist predict --checkpoint FILE --input FILE --output FILE.jsonl [--format lines|jsonl|conll]"))
+    return 0;
+  records.format = parse_record_format(format);
+  if (records.format != RecordFormat::lines && records.format != RecordFormat::jsonl && records.format != RecordFormat::conll)
+    throw InputError(cat("--format ", format, ": predict reads lines, jsonl or conll"));
+  records.utf8_replace = utf8_replace;
+  // The token is a CoNLL line's first column; the other columns (a tag to compare with, say) are ignored.
+  records.conll_tags = false;
+  if (batch_size < 1) throw InputError("--batch-size must be at least 1");
+  if (threads < 1) throw InputError("--threads must be at least 1");
+  auto backend = make_backend(command_device(device, "predicting"), 0, threads);
+  CheckpointData ck;
+  auto model = load_model(checkpoint, *backend, ck);
+  const Task task = ck.config.task;
+  if (task == Task::lm)
+    throw InputError(cat(checkpoint, ": a language model; predict applies classifiers and taggers (rnn_dist sample "
+                         "generates text)"));
+  const Tokenizer tokenizer(ck.tokenizer, ck.vocab, utf8_replace);
+  const bool conll = records.format == RecordFormat::conll;
+  if (conll && tokenizer.kind() != TokenizerKind::word)
+    throw InputError(cat("--format conll: ", checkpoint, " reads ", tokenizer.name(),
+                         " tokens, a CoNLL file word tokens (use --format lines)"));
+  RecordReader reader(input, records);  // a missing input fails before the output is created
+  AtomicFile file(output);
+  std::ofstream out(file.temp_path(), std::ios::binary);
+  if (!out) throw InputError(cat("--output ", output, ": cannot open for writing"));
+  Predictor predictor(*model, ck, out);
+  std::vector<Pending> batch;
+  Record r;
+  int64_t unknown = 0, tokens = 0;
+  while (reader.next(r)) {
+    Pending p;
+    p.line = r.line;
+    p.ids.push_back(kBosId);
+    if (conll) {
+      for (std::string_view t : r.tokens) p.ids.push_back(tokenizer.token_id(t)), p.tokens.emplace_back(t);
+      unknown += std::count(p.ids.begin(), p.ids.end(), kUnkId);
+    } else {
+      unknown += tokenizer.encode(r.text, p.ids, TextSource{input, r.offset});
+      if (task == Task::tag)
+        for (size_t k = 1; k < p.ids.size(); ++k) p.tokens.push_back(tokenizer.decode(std::span(p.ids).subspan(k, 1)));
+    }
+    tokens += static_cast<int64_t>(p.ids.size()) - 1;
+    p.ids.push_back(kEosId);
+    batch.push_back(std::move(p));
+    if (static_cast<int64_t>(batch.size()) == batch_size) predictor.write(batch);
+  }
+  predictor.write(batch);
+  out.close();
+  if (!out) throw Error(cat("--output ", output, ": write failed"));
+  file.commit();
+  std::cout << "predicted " << predictor.records() << " records (" << tokens << " tokens, " << unknown
+            << " of them <unk>) -> " << output << std::endl;
+  return 0;
+}
+
+}  // namespace rnn_dist
