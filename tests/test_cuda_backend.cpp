@@ -3,8 +3,9 @@
 // each kernel on random inputs (embedding, linear, cross-entropy loss and gradient, dropout masks bit for
 // bit, sum of squares, SGD/Adam/AdamW updates), the cuDNN LSTM against the CPU LSTM on a packed batch of
 // unequal lengths with two layers and initial/final states (weights copied by PyTorch name, which tests
-// the weight mapping), the whole model's loss, gradients and final state (also carried in place in device
-// memory, as stream mode does), a few SGD steps, refusal of a local rank
+// the weight mapping; also bidirectional), the pooling kernels, the whole model's loss, gradients and final
+// state (also carried in place in device memory, as stream mode does; also bidirectional classifiers and
+// taggers), a few SGD steps, refusal of a local rank
 // without a GPU, and the single-rank NCCL communicator. fp32 without TF32: relative tolerance ~1e-4.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -257,10 +258,11 @@ std::vector<float> slice_of(const std::vector<float>& w, const ParamSlice& s) {
   return {w.begin() + s.offset, w.begin() + s.offset + numel_of(s.shape)};
 }
 
-TEST_F(CudaBackendTest, CudnnLstmMatchesCpuLstm) {
-  const LstmShape shape{5, 8, 2, 0.0f};
-  auto cl = cpu_->make_lstm(shape);
-  auto gl = gpu_->make_lstm(shape);
+// The cuDNN LSTM of `shape` against the CPU's, on a packed batch of unequal lengths with initial and final
+// states, forward, backward and inference.
+void expect_lstm_matches(Backend& cpu, Backend& gpu, const LstmShape& shape) {
+  auto cl = cpu.make_lstm(shape);
+  auto gl = gpu.make_lstm(shape);
   EXPECT_GE(gl->weight_elems(), cl->weight_elems());
 
   // Same PyTorch names and shapes in both; random values per name.
@@ -275,19 +277,19 @@ TEST_F(CudaBackendTest, CudnnLstmMatchesCpuLstm) {
   const std::vector<float> wc = by_name(*cl, values), wg = by_name(*gl, values);
 
   const Packing packing = Packing::from_lengths(std::vector<int>{6, 4, 4, 2, 1});
-  const int64_t rows = packing.rows(), state = int64_t{shape.layers} * packing.batch() * shape.hidden;
+  const int64_t D = shape.bidirectional ? 2 : 1, Y = D * shape.hidden;
+  const int64_t rows = packing.rows(), state = int64_t{shape.layers} * D * packing.batch() * shape.hidden;
   const auto x = random_floats(rows * shape.input, 20), h0 = random_floats(state, 21), c0 = random_floats(state, 22),
-             dy = random_floats(rows * shape.hidden, 23), dhn = random_floats(state, 24),
-             dcn = random_floats(state, 25);
+             dy = random_floats(rows * Y, 23), dhn = random_floats(state, 24), dcn = random_floats(state, 25);
 
-  std::vector<float> y(rows * shape.hidden), hn(state), cn(state), dx(rows * shape.input), dh0(state), dc0(state),
+  std::vector<float> y(rows * Y), hn(state), cn(state), dx(rows * shape.input), dh0(state), dc0(state),
       dw(cl->weight_elems(), 0.0f);
   cl->forward(wc.data(), packing, x.data(), h0.data(), c0.data(), y.data(), hn.data(), cn.data(), true, 0);
   cl->backward(wc.data(), dy.data(), dhn.data(), dcn.data(), dx.data(), dh0.data(), dc0.data(), dw.data());
 
-  DeviceVector<float> gw(*gpu_, wg), gx(*gpu_, x), gh0(*gpu_, h0), gc0(*gpu_, c0), gy(*gpu_, y), ghn(*gpu_, hn),
-      gcn(*gpu_, cn), gdy(*gpu_, dy), gdhn(*gpu_, dhn), gdcn(*gpu_, dcn), gdx(*gpu_, dx), gdh0(*gpu_, dh0),
-      gdc0(*gpu_, dc0), gdw(*gpu_, std::vector<float>(gl->weight_elems(), 0.0f));
+  DeviceVector<float> gw(gpu, wg), gx(gpu, x), gh0(gpu, h0), gc0(gpu, c0), gy(gpu, y), ghn(gpu, hn), gcn(gpu, cn),
+      gdy(gpu, dy), gdhn(gpu, dhn), gdcn(gpu, dcn), gdx(gpu, dx), gdh0(gpu, dh0), gdc0(gpu, dc0),
+      gdw(gpu, std::vector<float>(gl->weight_elems(), 0.0f));
   gl->forward(gw.get(), packing, gx.get(), gh0.get(), gc0.get(), gy.get(), ghn.get(), gcn.get(), true, 0);
   gl->backward(gw.get(), gdy.get(), gdhn.get(), gdcn.get(), gdx.get(), gdh0.get(), gdc0.get(), gdw.get());
   expect_close(gy.host(), y, "y");
@@ -301,11 +303,44 @@ TEST_F(CudaBackendTest, CudnnLstmMatchesCpuLstm) {
     expect_close(slice_of(gdw_host, gparams[i]), slice_of(dw, cparams[i]), "d" + cparams[i].name);
 
   // Inference keeps nothing for backward and gives the same outputs; zero initial states by null.
-  std::vector<float> y0(rows * shape.hidden), hn0(state);
+  std::vector<float> y0(rows * Y), hn0(state);
   cl->forward(wc.data(), packing, x.data(), nullptr, nullptr, y0.data(), hn0.data(), nullptr, false, 0);
   gl->forward(gw.get(), packing, gx.get(), nullptr, nullptr, gy.get(), ghn.get(), nullptr, false, 0);
   expect_close(gy.host(), y0, "y (inference)");
   expect_close(ghn.host(), hn0, "hn (inference)");
+}
+
+TEST_F(CudaBackendTest, CudnnLstmMatchesCpuLstm) { expect_lstm_matches(*cpu_, *gpu_, {5, 8, 2, 0.0f}); }
+
+// CUDNN_BIDIRECTIONAL: the *_reverse weights located by pseudo-layer, layer 1 reading both directions of
+// layer 0, each sequence's reverse pass from its own last token, states (layers * 2) x B x H.
+TEST_F(CudaBackendTest, BidirectionalCudnnLstmMatchesCpuLstm) { expect_lstm_matches(*cpu_, *gpu_, {5, 8, 2, 0.0f, true}); }
+
+// A classifier's pooling: every kind and both direction counts, forward and backward, bit for bit where
+// no sum is involved (last, max) and to rounding for mean.
+TEST_F(CudaBackendTest, PoolingMatchesTheCpu) {
+  const Packing packing = Packing::from_lengths(std::vector<int>{7, 5, 5, 2, 1});
+  const int64_t rows = packing.rows(), B = packing.batch();
+  for (int D : {1, 2}) {
+    const int dim = 6 * D;
+    const auto y = random_floats(rows * dim, 60 + D), dout = random_floats(B * dim, 70 + D);
+    for (Pool pool : {Pool::last, Pool::mean, Pool::max}) {
+      const std::string what = cat(pool_name(pool), ", ", D, " direction(s)");
+      std::vector<float> out(B * dim), dy(rows * dim);
+      std::vector<int32_t> argmax(B * dim);
+      cpu_->pool_forward(y.data(), packing, dim, D, pool, out.data(), argmax.data());
+      cpu_->pool_backward(dout.data(), packing, dim, D, pool, argmax.data(), dy.data());
+      DeviceVector<float> gy(*gpu_, y), gout(*gpu_, out), gdout(*gpu_, dout), gdy(*gpu_, dy);
+      DeviceVector<int32_t> gargmax(*gpu_, argmax);
+      gpu_->pool_forward(gy.get(), packing, dim, D, pool, gout.get(), gargmax.get());
+      gpu_->pool_backward(gdout.get(), packing, dim, D, pool, gargmax.get(), gdy.get());
+      expect_close(gout.host(), out, what + " forward");
+      expect_close(gdy.host(), dy, what + " backward");
+      if (pool == Pool::max) {
+        EXPECT_EQ(gargmax.host(), argmax) << what;
+      }
+    }
+  }
 }
 
 ModelConfig model_config() {
@@ -317,10 +352,15 @@ ModelConfig model_config() {
   return c;
 }
 
-Batch random_batch(const std::vector<int64_t>& lengths, int64_t vocab, uint32_t seed) {
+// Random sequences of the given lengths for the config's task: a language model's, or framed ones with a
+// random label per sequence or tag per token.
+Batch random_batch(const ModelConfig& config, const std::vector<int64_t>& lengths, uint32_t seed) {
   int64_t total = 0;
   for (int64_t l : lengths) total += l;
-  return make_batch(random_ids(total, static_cast<int32_t>(vocab), seed), lengths);
+  std::vector<int32_t> ids = random_ids(total, static_cast<int32_t>(config.vocab), seed);
+  if (config.task == Task::lm) return make_batch(ids, lengths);
+  const size_t n = config.task == Task::classify ? lengths.size() : ids.size();
+  return make_batch(config.task, ids, lengths, random_ids(n, static_cast<int32_t>(config.classes), seed + 1));
 }
 
 std::map<std::string, std::vector<float>> named(const Model& m, const std::vector<float>& flat) {
@@ -338,12 +378,12 @@ std::vector<float> grads_of(Model& m) {
 // The same model (init 42) on the CPU and on a GPU backend, a batch, and the same initial state in each
 // backend's own memory, as the model takes it.
 struct CpuGpuPair {
-  CpuGpuPair(Backend& cpu, Backend& gpu, uint32_t seed)
-      : config(model_config()),
+  CpuGpuPair(Backend& cpu, Backend& gpu, uint32_t seed, const ModelConfig& c = model_config())
+      : config(c),
         mc(cpu, config),
         mg(gpu, config),
-        batch(random_batch({9, 7, 7, 4, 2}, config.vocab, seed)),
-        scale(1.0f / static_cast<float>(batch.tokens())),
+        batch(random_batch(config, {9, 7, 7, 4, 3}, seed)),
+        scale(1.0f / static_cast<float>(batch.units())),
         h0(random_floats(state_elems(), seed + 1)),
         c0(random_floats(state_elems(), seed + 2)),
         h0_c(cpu, h0), c0_c(cpu, c0), hn_c(cpu, zeros()), cn_c(cpu, zeros()),
@@ -351,7 +391,9 @@ struct CpuGpuPair {
     mc.init(42);
     mg.init(42);
   }
-  size_t state_elems() const { return static_cast<size_t>(config.layers) * batch.packing.batch() * config.hidden; }
+  size_t state_elems() const {
+    return static_cast<size_t>(config.layers) * config.directions() * batch.packing.batch() * config.hidden;
+  }
   std::vector<float> zeros() const { return std::vector<float>(state_elems(), 0.0f); }
 
   // One training pass from the initial state, then an evaluation: the losses within loss_rtol, the final
@@ -397,6 +439,22 @@ TEST_F(CudaBackendTest, ModelLossAndGradientsMatchTheCpu) {
   expect_close(p.c0_g.host(), p.c0_c.host(), "c carried in place");
 }
 
+// Bidirectional classifiers (every pooling) and taggers: the same loss, gradients and final states as on
+// the CPU.
+TEST_F(CudaBackendTest, ClassifierAndTaggerMatchTheCpu) {
+  for (Task task : {Task::classify, Task::tag}) {
+    for (Pool pool : {Pool::last, Pool::mean, Pool::max}) {
+      if (task == Task::tag && pool != Pool::last) continue;
+      ModelConfig c = model_config();
+      c.task = task;
+      c.classes = 5;
+      c.bidirectional = true;
+      c.pool = pool;
+      CpuGpuPair(*cpu_, *gpu_, 35, c).expect_step_matches(kRtol, kRtol, cat(task_name(task), " pool ", pool_name(pool)));
+    }
+  }
+}
+
 // --precision tf32: matrix products round their inputs to a 10-bit mantissa, so the model agrees with the
 // CPU to about 1e-3 relative instead of float rounding.
 TEST_F(CudaBackendTest, Tf32ModelTracksTheCpu) {
@@ -429,7 +487,7 @@ TEST_F(CudaBackendTest, SgdStepsTrackTheCpu) {
   oc.momentum = 0.9f;
   Optimizer oc_cpu(*cpu_, oc, mc.num_params()), oc_gpu(*gpu_, oc, mg.num_params());
   for (int step = 0; step < 5; ++step) {
-    const Batch batch = random_batch({8, 6, 3}, config.vocab, 40 + step);
+    const Batch batch = random_batch(config, {8, 6, 3}, 40 + step);
     const float scale = 1.0f / static_cast<float>(batch.tokens());
     for (Model* m : {&mc, &mg}) m->backend().zero(m->grads().data(), m->grads().numel());
     const double lc = mc.forward_backward(batch, scale, step);
@@ -453,7 +511,7 @@ TEST_F(CudaBackendTest, CheckpointRoundTripBetweenCpuAndGpu) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   OptimizerConfig oc;  // Adam: two moment estimates per parameter
-  const Batch batch = random_batch({6, 5, 2}, config.vocab, 60);
+  const Batch batch = random_batch(config, {6, 5, 2}, 60);
   for (Backend* from : {cpu_.get(), gpu_.get()}) {
     Backend* to = from == cpu_.get() ? gpu_.get() : cpu_.get();
     SCOPED_TRACE(from->device().str() + " -> " + to->device().str());

@@ -12,6 +12,11 @@
 // because cuDNN places the four gate matrices of each kind back to back: then PyTorch's stacked 4H x in
 // matrix is one slice. cuDNN does not document that placement, so the constructor verifies it for every
 // layer and refuses clearly if a cuDNN version ever lays the gates out otherwise.
+//
+// Bidirectional (CUDNN_BIDIRECTIONAL): cuDNN's pseudo-layer l * 2 + d holds direction d of layer l (d = 1
+// reverse, PyTorch's *_reverse), its y rows are both directions side by side and its states (layers * 2)
+// x B x H: the layout of the Lstm interface, so nothing is copied. Over a packed batch cuDNN runs each
+// sequence's reverse direction from that sequence's own last token, as PyTorch's packed sequences rely on.
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -63,7 +68,7 @@ const float* require_aligned(const float* p, const char* what) {
 // own, so an evaluation between a training forward and its backward leaves the latter intact.
 struct BatchDescs {
   DataDesc x, y;
-  TensorDesc h;  // layers x B x H, for h and c alike
+  TensorDesc h;  // (layers * directions) x B x H, for h and c alike
   Buffer seq_lengths;
   Buffer x16, y16, h0_16, c0_16, hn16, cn16;  // bf16 copies of the call's data (MathMode::bf16)
 };
@@ -96,7 +101,9 @@ class CudnnLstm final : public Lstm {
         shape_(shape),
         bf16_(ctx.math == MathMode::bf16),
         dtype_(bf16_ ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT),
-        elem_(bf16_ ? sizeof(uint16_t) : sizeof(float)) {
+        elem_(bf16_ ? sizeof(uint16_t) : sizeof(float)),
+        directions_(shape.bidirectional ? 2 : 1),
+        out_(int64_t{directions_} * shape.hidden) {
     if (shape.input < 1 || shape.hidden < 1 || shape.layers < 1)
       throw Error(cat("CudnnLstm: invalid shape input ", shape.input, ", hidden ", shape.hidden, ", layers ",
                       shape.layers));
@@ -130,7 +137,7 @@ class CudnnLstm final : public Lstm {
       workspace_bytes_ = ws;
     }
     const int64_t rows = packing.rows(), H = shape_.hidden;
-    const int64_t state = int64_t{shape_.layers} * packing.batch() * H;
+    const int64_t state = int64_t{shape_.layers} * directions_ * packing.batch() * H;
     // What cuDNN reads and writes: the caller's fp32 buffers, or their bf16 copies.
     const void *w = nullptr, *xin = x, *h0in = h0, *c0in = c0;
     void *yout = y, *hnout = hn, *cnout = cn;
@@ -140,7 +147,7 @@ class CudnnLstm final : public Lstm {
       xin = to_bf16(x, rows * shape_.input, d.x16, backend_, st);
       h0in = to_bf16(h0, state, d.h0_16, backend_, st);
       c0in = to_bf16(c0, state, d.c0_16, backend_, st);
-      yout = bf16_out(y, rows * H, d.y16, backend_);
+      yout = bf16_out(y, rows * out_, d.y16, backend_);
       hnout = bf16_out(hn, state, d.hn16, backend_);
       cnout = bf16_out(cn, state, d.cn16, backend_);
     } else {
@@ -151,7 +158,7 @@ class CudnnLstm final : public Lstm {
                                 weight_bytes_, w, ws, workspace_.data(), training ? rs : 0,
                                 training ? reserve_.data() : nullptr));
     if (bf16_) {
-      from_bf16(static_cast<const uint16_t*>(yout), rows * H, y, ctx_.stream);
+      from_bf16(static_cast<const uint16_t*>(yout), rows * out_, y, ctx_.stream);
       from_bf16(static_cast<const uint16_t*>(hnout), state, hn, ctx_.stream);
       from_bf16(static_cast<const uint16_t*>(cnout), state, cn, ctx_.stream);
     }
@@ -161,7 +168,7 @@ class CudnnLstm final : public Lstm {
   void backward(const float* weights, const float* dy, const float* dhn, const float* dcn, float* dx, float* dh0,
                 float* dc0, float* dweights) override {
     if (!saved_.valid) throw Error("CudnnLstm::backward without a training forward before it");
-    const int64_t rows = saved_.rows, state = saved_.state, H = shape_.hidden;
+    const int64_t rows = saved_.rows, state = saved_.state, Y = out_;
     const cudaStream_t st = ctx_.stream;
     // cuDNN wants every data gradient buffer; absent ones become zeros (dy) or a discarded scratch (dx).
     const void *w = nullptr, *dyin = dy, *dhnin = dhn, *dcnin = dcn;
@@ -169,10 +176,10 @@ class CudnnLstm final : public Lstm {
     if (bf16_) {
       w = weights16_.data();  // converted by the training forward, from the same weights
       if (dy) {
-        dyin = to_bf16(dy, rows * H, dy16_, backend_, st);
+        dyin = to_bf16(dy, rows * Y, dy16_, backend_, st);
       } else {
-        ensure(dy16_, backend_, static_cast<size_t>(rows * H) * sizeof(uint16_t));
-        CUDA_CHECK(cudaMemsetAsync(dy16_.data(), 0, static_cast<size_t>(rows * H) * sizeof(uint16_t), st));
+        ensure(dy16_, backend_, static_cast<size_t>(rows * Y) * sizeof(uint16_t));
+        CUDA_CHECK(cudaMemsetAsync(dy16_.data(), 0, static_cast<size_t>(rows * Y) * sizeof(uint16_t), st));
         dyin = dy16_.data();
       }
       dhnin = to_bf16(dhn, state, dhn16_, backend_, st);
@@ -183,8 +190,8 @@ class CudnnLstm final : public Lstm {
       dc0out = bf16_out(dc0, state, dc0_16_, backend_);
     } else {
       if (!dy) {
-        ensure(dy_zero_, backend_, static_cast<size_t>(rows) * H * sizeof(float));
-        backend_.zero(static_cast<float*>(dy_zero_.data()), rows * H);
+        ensure(dy_zero_, backend_, static_cast<size_t>(rows) * Y * sizeof(float));
+        backend_.zero(static_cast<float*>(dy_zero_.data()), rows * Y);
         dyin = dy_zero_.data();
       }
       if (!dx) {
@@ -224,7 +231,8 @@ class CudnnLstm final : public Lstm {
   // Takes the inter-layer dropout from dropout_: off (p = 0) until the first training forward seeds it.
   void set_rnn_descriptor() {
     CUDNN_CHECK(cudnnSetRNNDescriptor_v8(
-        rnn_.get(), CUDNN_RNN_ALGO_STANDARD, CUDNN_LSTM, CUDNN_RNN_DOUBLE_BIAS, CUDNN_UNIDIRECTIONAL,
+        rnn_.get(), CUDNN_RNN_ALGO_STANDARD, CUDNN_LSTM, CUDNN_RNN_DOUBLE_BIAS,
+        directions_ == 2 ? CUDNN_BIDIRECTIONAL : CUDNN_UNIDIRECTIONAL,
         CUDNN_LINEAR_INPUT, dtype_, CUDNN_DATA_FLOAT,
         // FMA: fp32 without TF32 tensor cores, comparable with the CPU backend; DEFAULT lets cuDNN use TF32,
         // and for bf16 data with fp32 math it is what PyTorch's bf16 RNN uses (cuDNN >= 9.13, PR 164411):
@@ -257,8 +265,8 @@ class CudnnLstm final : public Lstm {
     CUDNN_CHECK(cudnnSetRNNDataDescriptor(d.x.get(), dtype_, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED, T, B,
                                           shape_.input, packing.lengths.data(), nullptr));
     CUDNN_CHECK(cudnnSetRNNDataDescriptor(d.y.get(), dtype_, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED, T, B,
-                                          shape_.hidden, packing.lengths.data(), nullptr));
-    const int dims[3] = {shape_.layers, B, shape_.hidden};
+                                          static_cast<int>(out_), packing.lengths.data(), nullptr));
+    const int dims[3] = {shape_.layers * directions_, B, shape_.hidden};
     const int strides[3] = {B * shape_.hidden, shape_.hidden, 1};
     CUDNN_CHECK(cudnnSetTensorNdDescriptor(d.h.get(), dtype_, 3, dims, strides));
     // The host lengths went into the descriptors; cuDNN also wants them in device memory.
@@ -267,8 +275,9 @@ class CudnnLstm final : public Lstm {
     backend_.upload(d.seq_lengths.data(), packing.lengths.data(), static_cast<size_t>(B) * sizeof(int32_t));
   }
 
-  // Offsets of every gate matrix and bias, read from cuDNN on a scratch weight space; verifies that each
-  // PyTorch tensor (four gates stacked) is one contiguous run, and builds the slices.
+  // Offsets of every gate matrix and bias, read from cuDNN on a scratch weight space (pseudo-layer
+  // l * directions + d); verifies that each PyTorch tensor (four gates stacked) is one contiguous run, and
+  // builds the slices in PyTorch's order (layer by layer, the forward direction first).
   void locate_params() {
     Buffer probe(backend_, weight_bytes_);
     const char* base = static_cast<const char*>(probe.data());
@@ -282,16 +291,17 @@ class CudnnLstm final : public Lstm {
       for (int i = 0; i < nb; ++i) n *= dims[i];
       return n;
     };
-    for (int l = 0; l < shape_.layers; ++l) {
-      const int64_t in = l == 0 ? shape_.input : shape_.hidden;
+    for (int pseudo = 0; pseudo < shape_.layers * directions_; ++pseudo) {
+      const int l = pseudo / directions_, dir = pseudo % directions_;
+      const int64_t in = l == 0 ? shape_.input : out_;
       int64_t mat[8], bias[8];
       for (int id = 0; id < 8; ++id) {
         void *maddr = nullptr, *baddr = nullptr;
-        CUDNN_CHECK(cudnnGetRNNWeightParams(ctx_.cudnn, rnn_.get(), l, weight_bytes_, probe.data(), id, mdesc.get(),
-                                            &maddr, bdesc.get(), &baddr));
+        CUDNN_CHECK(cudnnGetRNNWeightParams(ctx_.cudnn, rnn_.get(), pseudo, weight_bytes_, probe.data(), id,
+                                            mdesc.get(), &maddr, bdesc.get(), &baddr));
         const int64_t want_mat = H * (id < 4 ? in : H);
         if (!maddr || !baddr || numel(mdesc) != want_mat || numel(bdesc) != H)
-          throw Error(cat("cuDNN: unexpected LSTM parameter shapes in layer ", l, ", linLayerID ", id, " (matrix ",
+          throw Error(cat("cuDNN: unexpected LSTM parameter shapes in pseudo-layer ", pseudo, ", linLayerID ", id, " (matrix ",
                           numel(mdesc), " elements, want ", want_mat, "; bias ", numel(bdesc), ", want ", H, ")"));
         mat[id] = (static_cast<const char*>(maddr) - base) / static_cast<int64_t>(elem_);
         bias[id] = (static_cast<const char*>(baddr) - base) / static_cast<int64_t>(elem_);
@@ -306,7 +316,7 @@ class CudnnLstm final : public Lstm {
         throw Error(cat("cuDNN ", cudnnGetVersion(), " does not place the four gate matrices of LSTM layer ", l,
                         " back to back in PyTorch's order i, f, g, o, so the PyTorch-named parameters cannot be "
                         "views of its weight space; this build needs canonical parameters by copy"));
-      const std::string s = cat("_l", l);
+      const std::string s = cat("_l", l, dir ? "_reverse" : "");
       params_.push_back({"weight_ih" + s, mat[0], {4 * H, in}});
       params_.push_back({"weight_hh" + s, mat[4], {4 * H, H}});
       params_.push_back({"bias_ih" + s, bias[0], {4 * H}});
@@ -320,6 +330,8 @@ class CudnnLstm final : public Lstm {
   const bool bf16_;
   const cudnnDataType_t dtype_;  // of cuDNN's data, states and weight space
   const size_t elem_;            // bytes per value of those
+  const int directions_;         // 2 when bidirectional
+  const int64_t out_;            // width of y's rows: directions * hidden
   RnnDesc rnn_;
   DropoutDesc dropout_;
   bool inter_layer_dropout_ = false, dropout_seeded_ = false;
