@@ -179,6 +179,28 @@ run() {
   else
     note "FAIL no checkpoint to compare (cpu: ${ckpt_cpu:-none}, cuda: ${ckpt_gpu:-none})"; status=1
   fi
+  # A bidirectional classifier (cuDNN's CUDNN_BIDIRECTIONAL and the pooling kernels) trained on each
+  # device: the same parameters within 1e-3.
+  awk 'BEGIN { srand(5); split("good great fine nice|bad awful poor sad|red green blue grey", fam, "|")
+    split("pos neg col", lab, " "); n = split("the a it was very so and but", filler, " ")
+    for (i = 0; i < 600; i++) { c = 1 + int(rand() * 3); split(fam[c], w, " "); k = 3 + int(rand() * 12); line = ""
+      for (j = 0; j < k; j++) line = line (j ? " " : "") (rand() < 0.5 ? w[1 + int(rand() * 4)] : filler[1 + int(rand() * n)])
+      print lab[c] "\t" line } }' >"$work/cls.tsv"
+  "$bin/rnn_prep" --format tsv --tokenizer word --input "$work/cls.tsv" --output-dir "$work/cls" >>"$out/rnn_prep.log" 2>&1 \
+    || { note "FAIL rnn_prep --format tsv (see rnn_prep.log)"; status=1; }
+  local cargs=(train --train "$work/cls/train.h5" --embed 16 --hidden 32 --layers 2 --bidirectional --pool mean
+               --batch-size 16 --max-steps 20 --optimizer sgd --lr 0.5 --momentum 0.9 --seed 3 --log-every 5)
+  for dev in cpu cuda; do
+    rm -rf "$work/cls_$dev"
+    RNN_DIST_CUDA_SYNC=1 timeout 120 "$bin/rnn_dist" "${cargs[@]}" --device "$dev" --checkpoint-dir "$work/cls_$dev" \
+      >"$out/classify_$dev.log" 2>&1 || { note "FAIL classifier --device $dev (see classify_$dev.log)"; status=1; }
+  done
+  if "$bin/h5diff" -d 1e-3 "$work/cls_cpu/step-00000020.h5" "$work/cls_cuda/step-00000020.h5" /model /model \
+      >"$out/h5diff_classify.log" 2>&1; then
+    note "PASS bidirectional classifier: checkpoints equal within 1e-3, cpu vs cuda"
+  else
+    note "FAIL bidirectional classifier: checkpoints differ by more than 1e-3 (see h5diff_classify.log)"; status=1
+  fi
   if [[ ${RNN_DIST_BENCH_BUDGET:-300} -gt 0 ]]; then bench_step || status=1; fi
   exit $status
 }
