@@ -1,4 +1,5 @@
-// Proves that a steady-state training step on the CPU backend makes no heap allocation: operator new and
+// Proves that a steady-state training step on the CPU backend makes no heap allocation (language models,
+// and unidirectional and bidirectional classifiers and taggers): operator new and
 // (with glibc) the malloc family are replaced by counting versions for this whole test program, so
 // allocations made by the model, the optimizer, the standard library and OpenBLAS (its worker threads
 // included) are all seen. After the first steps of a batch shape, further steps of that shape or of a
@@ -113,12 +114,21 @@ namespace {
 #define SKIP_UNDER_ASAN() (void)0
 #endif
 
-// A batch of sequences with these lengths (tokens, each >= 2), token ids cycling through the vocabulary.
-Batch batch_of(const std::vector<int64_t>& lengths, int64_t vocab) {
-  std::vector<int32_t> tokens;
-  for (int64_t len : lengths)
-    for (int64_t t = 0; t < len; ++t) tokens.push_back(static_cast<int32_t>((t * 7 + len) % vocab));
-  return make_batch(tokens, lengths);
+// A batch of the model's task with these lengths (tokens, each >= 2; one more each for the framing of a
+// classifier's or tagger's sequences), token ids cycling through the vocabulary, labels or tags through
+// the classes.
+Batch batch_of(std::vector<int64_t> lengths, const ModelConfig& mc) {
+  if (mc.task != Task::lm)
+    for (int64_t& len : lengths) ++len;
+  std::vector<int32_t> tokens, targets;
+  for (int64_t len : lengths) {
+    if (mc.task == Task::classify) targets.push_back(static_cast<int32_t>(len % mc.classes));
+    for (int64_t t = 0; t < len; ++t) {
+      tokens.push_back(static_cast<int32_t>((t * 7 + len) % mc.vocab));
+      if (mc.task == Task::tag) targets.push_back(t == 0 || t == len - 1 ? -1 : static_cast<int32_t>(t % mc.classes));
+    }
+  }
+  return mc.task == Task::lm ? make_batch(tokens, lengths) : make_batch(mc.task, tokens, lengths, targets);
 }
 
 // What the trainer does in one step: zero the gradients, forward and backward (optionally carrying the
@@ -134,7 +144,7 @@ struct Trainer {
     backend.zero(model.grads().data(), model.num_params());
     float* h0 = carry_state ? h.data() : nullptr;
     float* c0 = carry_state ? c.data() : nullptr;
-    model.forward_backward(b, 1.0f / float(b.tokens()), 17, h0, c0, h0, c0);
+    model.forward_backward(b, 1.0f / float(b.units()), 17, h0, c0, h0, c0);
     const double norm = std::sqrt(backend.sum_squares(model.grads().data(), model.num_params()));
     const float clip = clip_factor(norm, 1.0f);
     if (clip != 1.0f) backend.scale(model.grads().data(), model.num_params(), clip);
@@ -146,6 +156,9 @@ struct Case {
   std::string optimizer;
   float dropout;
   bool carry_state;
+  Task task = Task::lm;
+  bool bidirectional = false;
+  Pool pool = Pool::last;
 };
 
 class SteadyStateAllocation : public ::testing::TestWithParam<Case> {};
@@ -171,15 +184,16 @@ TEST_P(SteadyStateAllocation, TrainingStepAllocatesNothing) {
   auto backend = make_backend(DeviceType::cpu, 0, 2);
   ModelConfig mc;
   mc.vocab = 23, mc.embed = 16, mc.hidden = 64, mc.layers = 2, mc.dropout = c.dropout;
+  mc.task = c.task, mc.bidirectional = c.bidirectional, mc.pool = c.pool, mc.classes = c.task == Task::lm ? 0 : 5;
   Model model(*backend, mc);
   model.init(3);
   OptimizerConfig oc;
   oc.kind = c.optimizer;
   oc.momentum = 0.9f;
   Optimizer opt(*backend, oc, model.num_params());
-  const Batch big = batch_of({31, 30, 30, 17, 9, 4, 2}, mc.vocab);
-  const Batch same_shape = batch_of({31, 30, 30, 17, 9, 4, 2}, mc.vocab);
-  const Batch smaller = batch_of({25, 12, 3}, mc.vocab);
+  const Batch big = batch_of({31, 30, 30, 17, 9, 4, 2}, mc);
+  const Batch same_shape = batch_of({31, 30, 30, 17, 9, 4, 2}, mc);
+  const Batch smaller = batch_of({25, 12, 3}, mc);
   const int64_t state = int64_t{mc.layers} * big.packing.batch() * mc.hidden;
   Trainer trainer{*backend, model, opt, c.carry_state, Tensor(*backend, {state}), Tensor(*backend, {state})};
   backend->zero(trainer.h.data(), state);
@@ -211,10 +225,16 @@ TEST_P(SteadyStateAllocation, TrainingStepAllocatesNothing) {
 
 INSTANTIATE_TEST_SUITE_P(Configurations, SteadyStateAllocation,
                          ::testing::Values(Case{"adam", 0.0f, false}, Case{"adamw", 0.25f, false},
-                                           Case{"sgd", 0.0f, true}),
+                                           Case{"sgd", 0.0f, true},
+                                           Case{"adam", 0.25f, false, Task::classify, true, Pool::max},
+                                           Case{"sgd", 0.0f, false, Task::classify, false, Pool::mean},
+                                           Case{"adam", 0.25f, false, Task::tag, true}),
                          [](const ::testing::TestParamInfo<Case>& info) {
-                           return info.param.optimizer + (info.param.dropout > 0 ? "_dropout" : "") +
-                                  (info.param.carry_state ? "_stream" : "");
+                           const Case& c = info.param;
+                           return c.optimizer + (c.dropout > 0 ? "_dropout" : "") + (c.carry_state ? "_stream" : "") +
+                                  (c.task == Task::lm ? "" : std::string("_") + task_name(c.task)) +
+                                  (c.task == Task::classify ? std::string("_") + pool_name(c.pool) : "") +
+                                  (c.bidirectional ? "_bidirectional" : "");
                          });
 
 }  // namespace
