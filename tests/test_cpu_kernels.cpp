@@ -2,7 +2,7 @@
 // kernel and for a small embedding -> 2-layer LSTM -> linear -> cross-entropy model, packed-versus-unpacked
 // equality, an independent loop implementation, a case worked out by hand, the edge cases of Packing and
 // cross_entropy, the thread team (team-parallel kernels and the inference pass equal the serial training
-// pass) and the accuracy of the float kernels' fast exp/sigmoid/tanh against double.
+// pass; denormals flushed) and the accuracy of the float kernels' fast exp/sigmoid/tanh against double.
 #include "rnn_dist/cpu/cpu_kernels.h"
 
 #include <gtest/gtest.h>
@@ -638,6 +638,21 @@ TEST(CpuTeam, RunBarrierAndErrors) {
     if (m == 0) ran = 1;
   });
   EXPECT_EQ(ran, 1);
+}
+
+// Every member, the constructing thread included, flushes denormal results to zero: gradients decaying
+// through time made classifier training 8x slower without it.
+TEST(CpuTeam, MembersFlushDenormalsToZero) {
+#if !defined(__SSE__)
+  GTEST_SKIP() << "flushing denormals is only set on x86 (SSE)";
+#endif
+  Team team(3);
+  std::vector<float> halved(3, -1.0f);
+  team.run([&](int m) {
+    volatile float smallest_normal = 1.17549435e-38f;
+    halved[m] = smallest_normal * 0.5f;  // a denormal unless flushed
+  });
+  for (int m = 0; m < 3; ++m) EXPECT_EQ(halved[m], 0.0f) << "member " << m;
 }
 
 // The team-parallel kernels give the serial results (double, so only summation order could differ), with

@@ -8,6 +8,10 @@
 #include <thread>
 #include <vector>
 
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
+
 namespace rnn_dist::cpu {
 
 // The team: a run is announced by bumping `generation`; each worker calls the function and bumps `done`.
@@ -41,12 +45,23 @@ void spin_until(Ready&& ready) {
       std::this_thread::yield();
 }
 
+// Gradients that reach back through time (a classifier's loss is at the last step only) decay into denormal
+// floats, which x86 computes ~100x slower: a bidirectional classifier trained 8x slower than a language model
+// of the same shape. Their values are below 1e-38 and change no result we check (torch.set_flush_denormal).
+void flush_denormals_to_zero() {
+#if defined(__SSE__)
+  _mm_setcsr(_mm_getcsr() | 0x8040);  // FTZ (bit 15) | DAZ (bit 6)
+#endif
+}
+
 }  // namespace
 
 Team::Team(int size) : size_(std::clamp(size, 1, kMaxSize)), state_(std::make_unique<State>()) {
+  flush_denormals_to_zero();  // member 0 is the constructing thread
   for (int m = 1; m < size_; ++m)
     state_->workers.emplace_back([st = state_.get(), m] {
       uint32_t seen = 0;
+      flush_denormals_to_zero();
       for (;;) {
         // Spin for the next run for a while (steps follow each other closely), then sleep on a futex.
         for (int i = 0; st->generation.load(std::memory_order_acquire) == seen; ++i)

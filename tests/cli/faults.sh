@@ -131,8 +131,9 @@ for sig in USR1 TERM; do
   fi
 done
 
-# Non-finite losses: each step is skipped on every rank; --max-bad-steps in a row stop the job, once.
-$MPI "$BUILD/rnn_dist" train $A --max-steps 30 --optimizer sgd --lr 1e30 --max-bad-steps 3 > out 2> err
+# Non-finite losses (--lr 3e38: after the first update the forward pass overflows): each step is skipped
+# on every rank; --max-bad-steps in a row stop the job, once.
+$MPI "$BUILD/rnn_dist" train $A --max-steps 30 --optimizer sgd --lr 3e38 --max-bad-steps 3 > out 2> err
 rc=$?
 [ $rc -eq 1 ] && [ "$(grep -c 'update skipped' out)" -eq 3 ] && [ "$(grep -c 'rnn_dist: error' err)" -eq 1 ] \
   && grep -q "3 consecutive steps with a non-finite loss" err && ok "non-finite steps skipped, then one error: $(cat err)" \
@@ -196,9 +197,10 @@ rc=$?
   && [ "$(ls skip | tr '\n' ' ')" = "step-00000001.h5 step-00000002.h5 step-00000004.h5 step-00000005.h5 step-00000006.h5 " ] \
   && ok "a skipped step: the run finishes with exit 4 and says so; no checkpoint of the skipped step" \
   || bad "skipped step: rc $rc: $(tail -2 out) $(ls skip)"
-# A diverged model (--lr 1e30: the second step's update overflows) is never checkpointed: the job ends
-# naming the last good checkpoint, which stays; eval of it says the parameters have diverged.
-"$BUILD/rnn_dist" train $A --lr 1e30 --max-steps 8 --save-every 1 --keep 3 --checkpoint-dir dvg > out 2> err
+# A diverged model (--lr 1e30 with weight decay: the loss of step 2 is finite, its update overflows) is
+# never checkpointed: the job ends naming the last good checkpoint, which stays; eval of it says the
+# parameters have diverged.
+"$BUILD/rnn_dist" train $A --optimizer sgd --lr 1e30 --weight-decay 0.1 --max-steps 8 --save-every 1 --keep 3 --checkpoint-dir dvg > out 2> err
 rc=$?
 [ $rc -eq 1 ] && grep -q "step 2: the parameters or the optimizer state are not finite, so no checkpoint was written (the last good one is dvg/step-00000001.h5)" err \
   && [ "$(ls dvg)" = step-00000001.h5 ] && ok "a diverged model is not checkpointed: $(cat err)" || bad "diverged: rc $rc: $(cat err); $(ls dvg)"

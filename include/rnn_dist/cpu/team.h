@@ -11,7 +11,8 @@ namespace rnn_dist::cpu {
 
 // A fixed team of threads: the caller is member 0, size()-1 workers are started by the constructor. run()
 // executes one function on every member at once. Nothing is allocated after construction (OpenBLAS's own
-// threading allocates on every GEMM, hence this); idle workers spin briefly, then sleep.
+// threading allocates on every GEMM, hence this); idle workers spin briefly, then sleep. Every member, the
+// constructing thread included, flushes denormal floats to zero (see team.cpp).
 class Team {
  public:
   static constexpr int kMaxSize = 64;
