@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CPU training and evaluation throughput for configurations S and L (bench/train_throughput): one rank with
+# CPU training and evaluation throughput for configurations S, L and B (bench/train_throughput): one rank with
 # T threads against T ranks with one thread each (mpirun), each next to the sgemm ceiling measured in the
 # same run. Prints every run and a summary against the targets of issue 6, writes the results to
 # OUT/cpu_throughput.dat (one line per run) and OUT/cpu_throughput_by_config.dat and, when gnuplot is
@@ -15,13 +15,17 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$OUT"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
-# The fortunes corpus as in docs/benchmarks.md (prepared once per OUT_DIR).
-if [ ! -f "$OUT/data/train.h5" ]; then
-  mapfile -t inputs < <(find /usr/share/games/fortunes -maxdepth 1 -type f ! -name '*.dat' ! -name '*.u8' | sort)
-  [ ${#inputs[@]} -gt 0 ] || { echo "cpu_throughput: no fortune files in /usr/share/games/fortunes" >&2; exit 2; }
-  "$BUILD/rnn_prep" --input "${inputs[@]}" --output-dir "$OUT/data" --format records --record-sep '%' \
-    --tokenizer char --max-len 400 --valid-fraction 0.05 --seed 1 > /dev/null
-fi
+# The fortunes corpus as in docs/benchmarks.md (prepared once per OUT_DIR): for the language models, and
+# labelled by the file each fortune came from for the classifier B.
+mapfile -t inputs < <(find /usr/share/games/fortunes -maxdepth 1 -type f ! -name '*.dat' ! -name '*.u8' | sort)
+[ ${#inputs[@]} -gt 0 ] || { echo "cpu_throughput: no fortune files in /usr/share/games/fortunes" >&2; exit 2; }
+for kind in data classify; do
+  [ -f "$OUT/$kind/train.h5" ] && continue
+  labels=()
+  [ $kind = classify ] && labels=(--label-from-file)
+  "$BUILD/rnn_prep" --input "${inputs[@]}" --output-dir "$OUT/$kind" --format records --record-sep '%' \
+    --tokenizer char --max-len 400 --valid-fraction 0.05 --seed 1 "${labels[@]}" > /dev/null
+done
 
 REC="$OUT/cpu_throughput.dat"
 echo "# config ranks threads train_tokens_per_s achieved_gflops sgemm_gflops ratio eval_tokens_per_s peak_rss_mib baseline_rss_mib needed_mib loss_before loss_after" > "$REC"
@@ -39,13 +43,14 @@ measure() {
   echo "   INVALID after 3 tries: no result for this run"
   invalid=1
 }
-for config in S L; do
-  steps=$S_STEPS
+for config in S L B; do
+  steps=$S_STEPS data=$OUT/data/train.h5
   [ "$config" = L ] && steps=$L_STEPS
+  [ "$config" = B ] && data=$OUT/classify/train.h5
   echo "== $config: 1 rank x $T threads"
-  measure "$BUILD/bench/train_throughput" "$OUT/data/train.h5" "$config" --steps "$steps" --threads "$T" --record "$REC"
+  measure "$BUILD/bench/train_throughput" "$data" "$config" --steps "$steps" --threads "$T" --record "$REC"
   echo "== $config: $T ranks x 1 thread"
-  measure mpirun --oversubscribe -np "$T" "$BUILD/bench/train_throughput" "$OUT/data/train.h5" "$config" --steps "$steps" \
+  measure mpirun --oversubscribe -np "$T" "$BUILD/bench/train_throughput" "$data" "$config" --steps "$steps" \
     --threads 1 --record "$REC"
 done
 
@@ -57,7 +62,7 @@ awk -v T="$T" '
   $2 > 1  { many[$1] = $4 }
   END {
     printf "\n%-7s %12s %12s %9s %8s %12s %10s %9s\n", "config", "1x" T " tok/s", T "x1 tok/s", "Tx1/1xT", "gemm", "eval tok/s", "eval/train", "RSS/need"
-    want["S"] = 0.35; want["L"] = 0.65
+    want["S"] = 0.35; want["L"] = 0.65; want["B"] = 0.35
     for (c in one)
       printf "%-7s %12.0f %12.0f %9.2f %8.3f %12.0f %10.2f %9.2f   targets: Tx1/1xT >= 0.9 %s, gemm >= %.2f %s, eval >= 2.5x %s, RSS <= 1.5x %s\n",
         c, one[c], many[c], many[c] / one[c], ratio[c], ev[c], ev[c] / one[c], rss[c],

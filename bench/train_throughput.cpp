@@ -4,12 +4,14 @@
 // forward and backward), on the CPU next to this machine's sgemm GFLOP/s measured at the start of the same
 // run and their ratio, the time split (data wait, forward, backward, all-reduce, optimizer), evaluation
 // tokens/s and its ratio to training, on the CPU peak RSS next to the memory the run needs, on the GPU the
-// share of step time outside the LSTM; checks that the loss on the first batch is finite and fell.
-//   [mpirun -np N] train_throughput FILE.h5 S|L|G [--device cpu|cuda] [--steps N] [--threads T]
+// share of step time outside the LSTM; checks that the loss over the timed batches is finite and fell.
+//   [mpirun -np N] train_throughput FILE.h5 S|L|G|B [--device cpu|cuda] [--steps N] [--threads T]
 //                                   [--eval-batch B] [--record FILE] [--json FILE]
 // S: E=64, H=256, L=2; L: E=256, H=1024, L=2 (char level); G: E=512, H=1024, L=2 (word level, issue 5);
-// global batch 32, 64 and 128 sequences (split over the ranks). --record appends one line of the results to
-// FILE (CPU only: bench/cpu_throughput.sh and its chart), --json one JSON object (bench/gpu_throughput.sh).
+// global batch 32, 64 and 128 sequences (split over the ranks); B: S's shape as a bidirectional classifier
+// (pool last) of a classify file, global batch 32. Tokens are the rows the LSTM reads. --record appends one
+// line of the results to FILE (CPU only: bench/cpu_throughput.sh and its chart), --json one JSON object
+// (bench/gpu_throughput.sh).
 //
 // The GPU runs asynchronously, so each step ends with Backend::synchronize(). Its forward half ends at the
 // loss read-back of the last logits chunk, so it also holds the output layer's gradient GEMMs of the
@@ -89,12 +91,13 @@ std::string json_escape(const std::string& s) {
 }
 
 constexpr const char* kUsage =
-    "usage: train_throughput FILE.h5 S|L|G [--device cpu|cuda] [--precision fp32|tf32|bf16] [--steps N] [--threads T] [--eval-batch B] "
+    "usage: train_throughput FILE.h5 S|L|G|B [--device cpu|cuda] [--precision fp32|tf32|bf16] [--steps N] [--threads T] [--eval-batch B] "
     "[--record FILE] [--json FILE]";
 
 // bench/gpu_throughput.sh reads this to learn which options the binary has.
 constexpr const char* kHelp =
-    "  S|L|G              model: S E=64 H=256, L E=256 H=1024, G E=512 H=1024; 2 layers; global batch 32, 64, 128\n"
+    "  S|L|G|B            model: S E=64 H=256, L E=256 H=1024, G E=512 H=1024; 2 layers; global batch 32, 64, 128;\n"
+    "                     B: S as a bidirectional classifier (FILE from rnn_prep --label-from-file, --format tsv, ...)\n"
     "  --device cpu|cuda  backend (default cpu; cuda: one rank, one GPU)\n"
     "  --precision P      cuda: fp32 (default), tf32 or bf16 matrix products, as rnn_dist train --precision\n"
     "  --steps N          timed steps (default 10), after one untimed warm-up step\n"
@@ -136,7 +139,7 @@ Options parse(int argc, char** argv) {
     else
       throw InputError(cat("unknown option ", key));
   }
-  if (o.config != "S" && o.config != "L" && o.config != "G") throw InputError("config must be S, L or G");
+  if (o.config != "S" && o.config != "L" && o.config != "G" && o.config != "B") throw InputError("config must be S, L, G or B");
   if (o.device != "cpu" && o.device != "cuda") throw InputError("--device must be cpu or cuda");
   if (math_mode_from(o.precision) != MathMode::fp32 && o.device != "cuda")
     throw InputError(cat("--precision ", o.precision, " is a GPU math mode: use it with --device cuda"));
@@ -148,12 +151,12 @@ Options parse(int argc, char** argv) {
 // Seconds of the LSTM alone, forward and backward over every packing (one warm-up on the first, untimed),
 // with inputs and weights of no meaning: the kernels' time does not depend on the values.
 double lstm_alone_seconds(Backend& backend, const ModelConfig& mc, const std::vector<Packing>& packings) {
-  auto lstm = backend.make_lstm({mc.embed, mc.hidden, mc.layers, 0.0f});
+  auto lstm = backend.make_lstm({mc.embed, mc.hidden, mc.layers, 0.0f, mc.bidirectional});
   int64_t rows = 0;
   for (const Packing& p : packings) rows = std::max(rows, p.rows());
   Tensor w(backend, {lstm->weight_elems()}), dw(backend, {lstm->weight_elems()});
-  Tensor x(backend, {rows, mc.embed}), dx(backend, {rows, mc.embed}), y(backend, {rows, mc.hidden}),
-      dy(backend, {rows, mc.hidden});
+  Tensor x(backend, {rows, mc.embed}), dx(backend, {rows, mc.embed}), y(backend, {rows, mc.features()}),
+      dy(backend, {rows, mc.features()});
   Rng rng(5);
   auto fill = [&](Tensor& t, double bound) {
     std::vector<float> host(size_t(t.numel()));
@@ -195,7 +198,7 @@ int main(int argc, char** argv) try {
     throw InputError(cat("--device cuda: no usable GPU here (CUDA: ", gpu_runtime_versions(), ")"));
   ModelConfig mc;
   int64_t global_batch = 0;
-  if (o.config == "S")
+  if (o.config == "S" || o.config == "B")
     mc.embed = 64, mc.hidden = 256, mc.layers = 2, global_batch = 32;
   else if (o.config == "L")
     mc.embed = 256, mc.hidden = 1024, mc.layers = 2, global_batch = 64;
@@ -218,17 +221,28 @@ int main(int argc, char** argv) try {
 
   SequenceFile file = SequenceFile::open(o.file);
   mc.vocab = file.vocab_size();
+  mc.task = file.task();
+  mc.classes = static_cast<int64_t>(file.label_vocab().size());
+  mc.bidirectional = o.config == "B";
+  if ((o.config == "B") != (mc.task == Task::classify))
+    throw InputError(cat(o.file, ": ", task_name(mc.task), " data; config B takes classify data, the others lm data"));
   auto backend = make_backend(gpu ? DeviceType::cuda : DeviceType::cpu, 0, o.threads,
                               math_mode_from(o.precision));
   Model model(*backend, mc);
   model.init(1);
   Optimizer opt(*backend, OptimizerConfig{"adam", 2e-3f}, model.num_params());
-  const BatchCut cut = cut_global_batches(file.offsets(), bc, world);
+  const BatchCut cut = cut_global_batches(file.offsets(), bc, world, framing_of(mc.task));
   if (cut.batches.size() < size_t(o.steps) + 1) throw InputError(cat(o.file, ": too few batches for ", o.steps, " steps"));
   // Global batches taken evenly across the length-sorted file, so long and short ones both count; the
   // longest (first) one also serves as the untimed warm-up that sizes every workspace.
   auto slice_of = [&](int k) { return cut.batches[size_t(k) * cut.batches.size() / size_t(o.steps)].slices[rank]; };
-  auto global_tokens = [&](int k) { return cut.batches[size_t(k) * cut.batches.size() / size_t(o.steps)].tokens; };
+  auto global_batch_of = [&](int k) -> const GlobalBatch& { return cut.batches[size_t(k) * cut.batches.size() / size_t(o.steps)]; };
+  auto global_tokens = [&](int k) { return global_batch_of(k).tokens; };
+  // The loss's terms: target tokens, or a classifier's sequences.
+  auto global_units = [&](int k) {
+    const GlobalBatch& g = global_batch_of(k);
+    return mc.task == Task::classify ? g.end - g.begin : g.tokens;
+  };
 
   const int64_t n = model.num_params();
   Tensor scratch(*backend, {0});
@@ -255,23 +269,29 @@ int main(int argc, char** argv) try {
       t_opt += seconds(t0, t1) - mt.forward - mt.backward + seconds(t2, t3);
     }
   };
-  // Mean loss per token of global batch 0 (every rank's slice, all-reduced).
-  const Batch first = load_batch(file, slice_of(0));
-  auto loss_of_first = [&] {
-    double acc[2] = {model.evaluate(first), double(first.tokens())};
+  // The check that training works: the mean loss per unit over the timed batches (every rank's slices,
+  // all-reduced) falls. Batch 0 alone would not do: the longest records come from few of a classifier's
+  // classes, so learning the others' prior can raise its loss.
+  std::vector<Batch> timed;
+  for (int k = 0; k < o.steps; ++k) timed.push_back(load_batch(file, slice_of(k)));
+  const Batch& first = timed[0];
+  auto loss_of_timed = [&] {
+    double acc[2] = {0, 0};
+    for (const Batch& b : timed) acc[0] += model.evaluate(b), acc[1] += double(b.units());
     topo.world->allreduce_sum(acc, 2);
     return acc[0] / acc[1];
   };
-  const double loss0 = loss_of_first();
+  const double loss0 = loss_of_timed();
   {
     double f = 0, b = 0, r = 0, u = 0;
-    train_step(first, double(global_tokens(0)), f, b, r, u);
+    train_step(first, double(global_units(0)), f, b, r, u);
   }
 
   // Timed steps, the next slice read on a background thread as the trainer does.
-  const int64_t V = mc.vocab, E = mc.embed, H = mc.hidden;
-  double fwd_flops_per_token = 2.0 * V * H;  // output projection
-  for (int l = 0; l < mc.layers; ++l) fwd_flops_per_token += 2.0 * 4 * H * ((l ? H : E) + H);  // input + recurrent
+  const int64_t V = mc.vocab, E = mc.embed, H = mc.hidden, D = mc.directions(), F = mc.features();
+  // The output projection per token (a classifier's, once per sequence, is left out: it is negligible).
+  double fwd_flops_per_token = mc.task == Task::classify ? 0.0 : 2.0 * mc.outputs() * F;
+  for (int l = 0; l < mc.layers; ++l) fwd_flops_per_token += D * 2.0 * 4 * H * ((l ? F : E) + H);  // input + recurrent
   double t_wait = 0, t_fwd = 0, t_bwd = 0, t_red = 0, t_opt = 0, tokens = 0;
   int64_t max_rows = first.tokens(), max_batch = first.packing.batch();
   std::vector<Packing> packings;  // of the timed batches, for the LSTM alone (GPU)
@@ -287,19 +307,19 @@ int main(int argc, char** argv) try {
     max_rows = std::max(max_rows, b.tokens());
     max_batch = std::max<int64_t>(max_batch, b.packing.batch());
     if (gpu) packings.push_back(b.packing);
-    train_step(b, double(global_tokens(k)), t_fwd, t_bwd, t_red, t_opt);
+    train_step(b, double(global_units(k)), t_fwd, t_bwd, t_red, t_opt);
     tokens += double(global_tokens(k));
   }
   topo.world->barrier();
   const double wall = seconds(start, Clock::now());
-  const double loss1 = loss_of_first();
+  const double loss1 = loss_of_timed();
   const double train_rss = rss_mib();  // before evaluation's larger batches
 
   // Evaluation: forward only, over twice as many sequences as the timed steps, in batches of
   // --eval-batch sequences (what `rnn_dist eval --batch-size` sets), batch k on rank k % world.
   BatchingConfig ec;
   ec.batch_size = o.eval_batch;
-  std::vector<SliceRange> eval = eval_slices(file.offsets(), ec, world, rank);
+  std::vector<SliceRange> eval = eval_slices(file.offsets(), ec, world, rank, framing_of(mc.task));
   const int64_t eval_sequences = 2 * int64_t(o.steps) * global_batch;
   const size_t eval_batches = std::max<size_t>(3, size_t((eval_sequences + o.eval_batch - 1) / o.eval_batch / world));
   std::vector<SliceRange> eval_pick;
@@ -315,14 +335,15 @@ int main(int argc, char** argv) try {
   const double eval_wall = seconds(e0, Clock::now());
   topo.world->allreduce_sum(eval_acc, 2);
 
-  // Memory this rank needs: activations kept for backward (embeddings; per layer the cache of gates, cell
-  // and h_{t-1} plus the layer output), parameters with their gradients, Adam's two moments, and two batches
+  // Memory this rank needs: activations kept for backward (embeddings; per layer and direction the cache of
+  // gates, cell and h_{t-1} plus the output; a bidirectional layer's input in reversed row order), parameters with their gradients, Adam's two moments, and two batches
   // of host data (the one in use and the one read ahead); the backward pass's own temporaries (dy, dx, the
   // gradient between layers, the logits chunk) are shown apart.
   const double R = double(max_rows), MiB = 1024.0 * 1024.0;
-  const double act = R * (E + mc.layers * (6.0 * H + H)) * 4 / MiB;
-  const double temps = (R * (2.0 * H + E) + std::min(R, std::max(256.0, double(1 << 22) / double(V))) * V +
-                        2.0 * max_batch * H) * 4 / MiB;
+  const double O = double(mc.outputs());
+  const double act = R * (E + mc.layers * D * (6.0 * H + H) + (D - 1) * (E + (mc.layers - 1) * F)) * 4 / MiB;
+  const double temps = (R * (2.0 * F + E) + std::min(R, std::max(256.0, double(1 << 22) / O)) * O +
+                        2.0 * max_batch * F) * 4 / MiB;
   const double params = 2.0 * n * 4 / MiB, adam = 2.0 * n * 4 / MiB;
   const double readahead = 2 * 3 * R * 4 / MiB;
   const double expected = act + params + adam + readahead;
@@ -382,8 +403,8 @@ int main(int argc, char** argv) try {
                 << " (backward temporaries " << temps << " more)\n"
                 << "  RSS / needed     " << std::setprecision(2) << (train_rss - baseline_mib) / expected
                 << " (training growth), " << train_rss / expected << " (whole process)\n";
-    std::cout << "  loss on batch 0  " << std::setprecision(4) << loss0 << " -> " << loss1 << " (" << o.steps + 1
-              << " steps)\n";
+    std::cout << "  loss, timed      " << std::setprecision(4) << loss0 << " -> " << loss1 << " (over the timed batches, "
+              << o.steps + 1 << " steps)\n";
     if (world > 1)
       std::cout << std::setprecision(1) << "  all ranks        peak RSS " << rss[0] << " MiB, expected with temporaries and baseline " << rss[1] << " MiB\n";
     if (!o.record.empty() && invalid.empty()) {
