@@ -5,9 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
-rnn_dist_install_deps
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release ${RNN_DIST_CMAKE_ARGS:-} >/dev/null
-cmake --build build -j"$(nproc)"
+rnn_dist_build
 data=out/fortunes
 mkdir -p "$data"
 mapfile -t inputs < <(find /usr/share/games/fortunes -maxdepth 1 -type f ! -name '*.dat' ! -name '*.u8' | sort)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages rnn_dist needs when any is missing: as root with apt-get, otherwise it
-# prints the one command to run and fails. Sourced by scripts/test.sh, demo.sh, fuzz.sh and sanitize.sh.
+# prints the one command to run and fails; rnn_dist_build also builds the Release tree in build/. Sourced
+# by scripts/test.sh, demo.sh, classify_demo.sh, fuzz.sh and sanitize.sh.
 RNN_DIST_PACKAGES="build-essential cmake pkg-config libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools libboost-program-options-dev libopenblas-dev libgtest-dev fortunes slurm-wlm munge iproute2"
 
 rnn_dist_install_deps() {
@@ -16,4 +17,11 @@ rnn_dist_install_deps() {
   echo "installing: ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# Missing packages installed, then build/ configured (Release, plus $RNN_DIST_CMAKE_ARGS) and built.
+rnn_dist_build() {
+  rnn_dist_install_deps
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release ${RNN_DIST_CMAKE_ARGS:-} "$@"
+  cmake --build build -j"$(nproc)"
 }

@@ -139,4 +139,14 @@ done
 "$BUILD/rnn_dist" sample --checkpoint cb/best.h5 > out 2> err
 [ $? -eq 2 ] && grep -q "sample needs a language model" err && ok "sample refuses a classifier" || bad "sample: $(cat err)"
 
+# jobs/classifier.conf is a valid config: its keys parse (the switch `bidirectional = true` included) and
+# it trains a classifier with its paths, shape, pooling and selection, only data and length overridden.
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+"$BUILD/rnn_dist" train --config "$REPO/jobs/classifier.conf" --train cls/train.h5 --valid cls/valid.h5 --test cls/test.h5 \
+  --checkpoint-dir jc --metrics jc.jsonl --max-steps 4 --device cpu > log.jc 2>&1
+[ $? -eq 0 ] && [ -f jc/best.h5 ] && "$BUILD/rnn_dist" info jc/best.h5 | grep -q "bidirectional" \
+  && h5dump -a /pool jc/best.h5 | grep -q '"mean"' && h5dump -a /selected_by jc/best.h5 | grep -q '"accuracy"' \
+  && ok "jobs/classifier.conf trains a bidirectional mean-pooled classifier, best.h5 by accuracy" \
+  || bad "jobs/classifier.conf: $(tail -2 log.jc)"
+
 finish
