@@ -23,6 +23,7 @@ plot bycfg using 2:xtic(1) title sprintf("train, 1 rank x %d threads", threads) 
 # datafile columns: 1 config, 2 ranks, 3 threads, 4 train tok/s, 5 GFLOP/s, 6 sgemm GFLOP/s, 7 ratio.
 unset logscale y
 set yrange [0:*]
+set key below  # above the bars it would hide the ceilings
 set title "GFLOP/s: training GEMMs vs sgemm ceiling"
 plot datafile using 5:xtic(sprintf("%s %dx%d", stringcolumn(1), $2, $3)) title "training (achieved)" lc rgb "#1f77b4", \
      '' using 6 title "sgemm n=1024 (same run)" lc rgb "#7f7f7f"
