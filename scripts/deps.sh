@@ -2,7 +2,7 @@
 # Installs the Debian packages rnn_dist needs when any is missing: as root with apt-get, otherwise it
 # prints the one command to run and fails; rnn_dist_build also builds the Release tree in build/. Sourced
 # by scripts/test.sh, demo.sh, classify_demo.sh, fuzz.sh and sanitize.sh.
-RNN_DIST_PACKAGES="build-essential cmake pkg-config libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools libboost-program-options-dev libopenblas-dev libgtest-dev fortunes slurm-wlm munge iproute2"
+RNN_DIST_PACKAGES="build-essential cmake pkg-config libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools libboost-program-options-dev libopenblas-dev libgtest-dev fortunes slurm-wlm munge iproute2 python3-torch python3-h5py python3-onnx python3-matplotlib nodejs npm"
 
 rnn_dist_install_deps() {
   local missing=()

@@ -1,14 +1,17 @@
 // `rnn_dist eval` (loss, perplexity and bits per token of a language model over a whole sequence file;
-// loss, accuracy, per-class scores, the confusion matrix and entity scores of a classifier or tagger) and
+// loss, accuracy, per-class scores, the confusion matrix and entity scores of a classifier or tagger;
+// optionally every sequence's log-probabilities, to check other implementations against) and
 // `rnn_dist sample` (text generated from a checkpoint, with temperature and top-k).
 #include <boost/program_options.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <limits>
 #include <numeric>
+#include <optional>
 
 #include "rnn_dist/backends/make_backend.h"
 #include "rnn_dist/cli/checkpoint_command.h"
@@ -18,6 +21,7 @@
 #include "rnn_dist/train/batch_plan.h"
 #include "rnn_dist/train/checkpoint.h"
 #include "rnn_dist/train/evaluation.h"
+#include "rnn_dist/util/atomic_file.h"
 #include "rnn_dist/util/error.h"
 #include "rnn_dist/util/number.h"
 #include "rnn_dist/util/random.h"
@@ -26,8 +30,32 @@ namespace po = boost::program_options;
 
 namespace rnn_dist {
 
+namespace {
+
+// One JSON line per sequence of the batch (sequences first.. of the file, in the batch's order, which is the
+// file's): the log-probability of each target row (a language model's next tokens, a tagger's tags) or of
+// every class (a classifier), from the same inference pass as predict's.
+void write_log_probs(std::ostream& out, Model& model, const Batch& batch, int64_t first) {
+  const std::vector<float> lp = model.log_probs(batch);
+  const int64_t O = model.config().outputs();
+  const bool classify = model.config().task == Task::classify;
+  for (int b = 0; b < batch.packing.batch(); ++b) {
+    out << "{\"sequence\":" << first + b << ",\"log_probs\":[";
+    if (classify)
+      for (int64_t c = 0; c < O; ++c) out << (c ? "," : "") << shortest(lp[size_t(b * O + c)]);
+    else
+      for (int t = 0; t < batch.packing.lengths[size_t(b)]; ++t) {
+        const int64_t row = batch.packing.row(t, b);
+        out << (t ? "," : "") << shortest(lp[size_t(row * O + batch.targets[size_t(row)])]);
+      }
+    out << "]}\n";
+  }
+}
+
+}  // namespace
+
 int cmd_eval(const Args& args) {
-  std::string checkpoint, data_path;
+  std::string checkpoint, data_path, log_probs_path;
   bool json = false;
   int threads = 1;
   std::string device = "auto";
@@ -42,7 +70,11 @@ int cmd_eval(const Args& args) {
        "input tokens per batch instead of a sequence count, which bounds memory when sequences are long (0: use --batch-size)")
       ("threads", po::value(&threads)->default_value(1), "CPU threads")
       ("device", po::value(&device)->default_value("auto"), "auto (a GPU when there is one, else the CPU), cpu or cuda")
-      ("json", po::bool_switch(&json), "print one JSON object as the last line (for a classifier or tagger with the per-class scores and the confusion matrix)");
+      ("json", po::bool_switch(&json), "print one JSON object as the last line (for a classifier or tagger with the per-class scores and the confusion matrix)")
+      ("log-probs", po::value(&log_probs_path),
+       "also write FILE.jsonl: per sequence, in file order, the log-probability of every target (a language "
+       "model's next tokens, a tagger's tags) or of every class (a classifier); batches hold rows x outputs floats, "
+       "so bound them with --batch-tokens for a large vocabulary");
   if (!parse_command(args, desc, "usage: rnn_dist eval --checkpoint FILE --data FILE.h5 [--json]")) return 0;
   if (batching.batch_size < 1) throw InputError("--batch-size must be at least 1");
   if (batching.batch_tokens < 0) throw InputError("--batch-tokens must not be negative");
@@ -60,11 +92,27 @@ int cmd_eval(const Args& args) {
   if (file.label_vocab() != ck.label_vocab)
     throw InputError(cat(data_path, ": labels differ from those of ", checkpoint));
   Evaluation ev(task, ck.label_vocab);
-  for (const SliceRange& s : eval_slices(file.offsets(), batching, 1, 0, framing_of(task))) ev.add(*model, load_batch(file, s));
+  std::optional<AtomicFile> dump_file;
+  std::ofstream dump;
+  if (!log_probs_path.empty()) {
+    dump_file.emplace(log_probs_path);
+    dump.open(dump_file->temp_path(), std::ios::binary);
+    if (!dump) throw InputError(cat("--log-probs ", log_probs_path, ": cannot open for writing"));
+  }
+  for (const SliceRange& s : eval_slices(file.offsets(), batching, 1, 0, framing_of(task))) {
+    const Batch batch = load_batch(file, s);
+    ev.add(*model, batch);
+    if (dump_file) write_log_probs(dump, *model, batch, s.begin);
+  }
   const double loss = ev.loss();
   if (!std::isfinite(std::exp(loss)))
     throw Error(cat(checkpoint, ": the loss on ", data_path, " is ", loss, " (perplexity ", std::exp(loss),
                     "): the checkpoint's parameters have diverged"));
+  if (dump_file) {
+    dump.close();
+    if (!dump) throw Error(cat("--log-probs ", log_probs_path, ": write failed"));
+    dump_file->commit();
+  }
   const int64_t units = static_cast<int64_t>(ev.units());
   if (task == Task::lm) {
     std::cout << std::fixed << std::setprecision(4) << "loss " << loss << "  perplexity " << std::exp(loss)

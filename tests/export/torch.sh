@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# python/rnn_dist_torch.py against rnn_dist: checkpoints of every kind trained here (a character language
+# model with dropout; word-level bidirectional classifiers pooling last, mean and max; a bidirectional and
+# a unidirectional tagger) are rebuilt in PyTorch, whose log-probabilities over a whole test file must equal
+# `rnn_dist eval --log-probs` within 1e-5 and whose summed loss `rnn_dist eval --json`'s within 1e-6
+# relative (tests/export/compare_torch.py). Skipped (77), saying why, without PyTorch and h5py.
+# $1 = build directory.
+HERE=$(cd "$(dirname "$0")" && pwd)
+source "$HERE/../cli/lib/harness.sh"
+source "$HERE/lib.sh"
+export_python torch h5py || exit 77
+
+awk 'BEGIN { srand(7); for (i = 0; i < 300; i++) { k = 5 + int(rand() * 50); s = ""
+  for (j = 0; j < k; j++) s = s substr("abcde fghij", 1 + int(rand() * 11), 1); print s } }' > lm.txt
+"$BUILD/rnn_prep" --input lm.txt --output-dir lm --valid-fraction 0 --test-fraction 0.2 > /dev/null || bad "rnn_prep lm"
+make_labelled_data
+run() {  # run NAME DATA OPTIONS...: trains, evaluates on DATA/test.h5 and compares with PyTorch
+  local name=$1 data=$2
+  shift 2
+  "$BUILD/rnn_dist" train --train "$data/train.h5" --embed 12 --hidden 16 --layers 2 --batch-size 16 --epochs 100 --max-steps 25 \
+    --lr 1e-2 --seed 5 --device cpu --checkpoint-dir "ck-$name" "$@" > "log.$name" 2>&1 || { bad "$name: $(tail -1 "log.$name")"; return; }
+  "$BUILD/rnn_dist" eval --checkpoint "ck-$name/step-00000025.h5" --data "$data/test.h5" --device cpu \
+    --batch-size 7 --log-probs "lp.$name" --json > "ev.$name" 2>&1 || { bad "$name eval: $(tail -1 "ev.$name")"; return; }
+  tail -1 "ev.$name" > "ev.$name.json"
+  if line=$("$PY" "$HERE/compare_torch.py" "ck-$name/step-00000025.h5" "$data/test.h5" "lp.$name" "ev.$name.json" 2>&1); then
+    ok "$line"
+  else
+    bad "$name: $line"
+  fi
+}
+run lm lm --dropout 0.2
+for pool in last mean max; do run "classify-$pool" cls --bidirectional --pool "$pool" --dropout 0.1; done
+run tag-bi tag --bidirectional
+run tag-uni tag
+
+# The loader refuses what is not a checkpoint.
+"$PY" -c "import sys; sys.path.insert(0, '$HERE/../../python'); import rnn_dist_torch as rt; rt.load('lm/test.h5')" 2> err
+[ $? -ne 0 ] && grep -q "not an rnn_dist checkpoint" err && ok "a data file is refused as a checkpoint" \
+  || bad "loader on a data file: $(tail -1 err)"
+finish
