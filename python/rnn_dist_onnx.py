@@ -1,0 +1,155 @@
+"""An rnn_dist checkpoint as one ONNX graph, on ONNX's own LSTM operator (fused in every runtime).
+
+    python3 python/rnn_dist_onnx.py --checkpoint ckpt/best.h5 --onnx model.onnx [--state]
+
+Inputs: `tokens` int64 [time, batch] (what the model reads of each sequence, padded with anything: a
+language model's <s> and text, a classifier's or tagger's tokens between <s> and </s>), then
+`sequence_lens` int32 [batch], any order of lengths; with --state also `initial_h` and `initial_c` float
+[layers * directions, batch, hidden] (PyTorch's h_0 layout), so a caller can carry a stream's state.
+Outputs: `log_probs`, [time, batch, vocab] for a language model, [time, batch, tags] for a tagger (rows
+past a sequence's length are padding) or [batch, classes] for a classifier; then `final_h` and `final_c`
+[layers * directions, batch, hidden]. Needs numpy, h5py and onnx (Debian: python3-onnx);
+tests/export/onnx.sh runs the graphs in onnxruntime against `rnn_dist eval --log-probs`.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import h5py
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+OPSET = 13
+
+
+def _gates_to_onnx(w: np.ndarray) -> np.ndarray:
+    """PyTorch stacks the gates i, f, g, o; ONNX's LSTM wants i, o, f, c (c is PyTorch's g)."""
+    i, f, g, o = np.split(w, 4, axis=0)
+    return np.concatenate([i, o, f, g], axis=0)
+
+
+class _Graph:
+    def __init__(self):
+        self.nodes, self.inits = [], []
+
+    def const(self, name: str, value) -> str:
+        self.inits.append(numpy_helper.from_array(np.asarray(value), name))
+        return name
+
+    def op(self, kind: str, inputs: list[str], outputs: list[str] | str, **attrs) -> list[str] | str:
+        outs = [outputs] if isinstance(outputs, str) else outputs
+        self.nodes.append(helper.make_node(kind, inputs, outs, **attrs))
+        return outputs
+
+
+def build(checkpoint: str, state: bool = False) -> onnx.ModelProto:
+    with h5py.File(checkpoint, "r") as f:
+        fmt = f.attrs.get("format")
+        if (fmt.decode() if isinstance(fmt, bytes) else fmt) != "rnn_dist.checkpoint":
+            raise ValueError(f"{checkpoint}: not an rnn_dist checkpoint")
+        a = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f.attrs.items()}
+        weights = {k: np.asarray(f["model"][k][()], dtype=np.float32) for k in f["model"]}
+    task, H, L = str(a.get("task", "lm")), int(a["hidden"]), int(a["layers"])
+    D = 2 if int(a.get("bidirectional", 0)) else 1
+    pool = str(a.get("pool", "last"))
+    g = _Graph()
+    if state:
+        per_layer = g.const("state_split", np.full(L, D, np.int64))
+        g.op("Split", ["initial_h", per_layer], [f"h0_{l}" for l in range(L)], axis=0)
+        g.op("Split", ["initial_c", per_layer], [f"c0_{l}" for l in range(L)], axis=0)
+    g.const("emb.weight", weights["emb.weight"])
+    x = g.op("Gather", ["emb.weight", "tokens"], "embedded")  # [T, B, E]
+    final_h, final_c = [], []
+    for l in range(L):
+        suffixes = ["", "_reverse"][:D]
+        w = np.stack([_gates_to_onnx(weights[f"lstm.weight_ih_l{l}{s}"]) for s in suffixes])
+        r = np.stack([_gates_to_onnx(weights[f"lstm.weight_hh_l{l}{s}"]) for s in suffixes])
+        b = np.stack([np.concatenate([_gates_to_onnx(weights[f"lstm.bias_ih_l{l}{s}"]),
+                                      _gates_to_onnx(weights[f"lstm.bias_hh_l{l}{s}"])]) for s in suffixes])
+        inputs = [x, g.const(f"W{l}", w), g.const(f"R{l}", r), g.const(f"B{l}", b), "sequence_lens"]
+        if state:  # this layer's rows of the [layers * directions, batch, hidden] states, split below
+            inputs += [f"h0_{l}", f"c0_{l}"]
+        y, yh, yc = g.op("LSTM", inputs, [f"Y{l}", f"Y_h{l}", f"Y_c{l}"], hidden_size=H,
+                         direction="bidirectional" if D == 2 else "forward")
+        final_h.append(yh), final_c.append(yc)
+        # [T, D, B, H] -> [T, B, D * H]: both directions side by side, forward first, as nn.LSTM's output.
+        t = g.op("Transpose", [y], f"Y{l}_tbdh", perm=[0, 2, 1, 3])
+        x = g.op("Reshape", [t, g.const(f"tb_flat{l}", np.array([0, 0, -1], np.int64))], f"layer{l}")
+    g.op("Concat", final_h, "final_h", axis=0)
+    g.op("Concat", final_c, "final_c", axis=0)
+
+    head = "out" if task == "lm" else "classifier"
+    hw, hb = weights[f"{head}.weight"], weights[f"{head}.bias"]
+    O = hw.shape[0]
+    if task != "classify":
+        logits = g.op("Add", [g.op("MatMul", [x, g.const("head_wt", hw.T.copy())], "head_mm"), g.const("head_b", hb)],
+                      "logits")
+        out_shape = ["time", "batch", O]
+    else:
+        if pool == "last":  # each direction's final state of the top layer: [D, B, H] -> [B, D * H]
+            t = g.op("Transpose", [final_h[-1]], "top_h_bdh", perm=[1, 0, 2])
+            pooled = g.op("Reshape", [t, g.const("b_flat", np.array([0, -1], np.int64))], "pooled")
+        else:  # over each sequence's own rows: valid[t, b] = t < sequence_lens[b]
+            steps = g.op("Gather", [g.op("Shape", ["tokens"], "tokens_shape"), g.const("zero", np.array(0, np.int64))], "steps")
+            times = g.op("Range", [g.const("start", np.array(0, np.int64)), steps, g.const("delta", np.array(1, np.int64))], "times")
+            lens64 = g.op("Cast", ["sequence_lens"], "lens64", to=TensorProto.INT64)
+            valid = g.op("Less", [g.op("Unsqueeze", [times, g.const("ax1", np.array([1], np.int64))], "times_t1"),
+                                  g.op("Unsqueeze", [lens64, g.const("ax0", np.array([0], np.int64))], "lens_1b")], "valid")
+            valid3 = g.op("Unsqueeze", [valid, g.const("ax2", np.array([2], np.int64))], "valid3")
+            if pool == "mean":
+                mask = g.op("Cast", [valid3], "mask", to=TensorProto.FLOAT)
+                total = g.op("ReduceSum", [g.op("Mul", [x, mask], "masked"), g.const("axis0", np.array([0], np.int64))],
+                             "total", keepdims=0)
+                lensf = g.op("Unsqueeze", [g.op("Cast", ["sequence_lens"], "lensf", to=TensorProto.FLOAT),
+                                           g.const("ax1b", np.array([1], np.int64))], "lens_b1")
+                pooled = g.op("Div", [total, lensf], "pooled")
+            else:
+                masked = g.op("Where", [valid3, x, g.const("minus_inf", np.array(-np.inf, np.float32))], "masked")
+                pooled = g.op("ReduceMax", [masked], "pooled", axes=[0], keepdims=0)
+        logits = g.op("Gemm", [pooled, g.const("head_w", hw), g.const("head_b", hb)], "logits", transB=1)
+        out_shape = ["batch", O]
+    g.op("LogSoftmax", [logits], "log_probs", axis=-1)
+
+    state_shape = [L * D, "batch", H]
+    inputs = [helper.make_tensor_value_info("tokens", TensorProto.INT64, ["time", "batch"]),
+              helper.make_tensor_value_info("sequence_lens", TensorProto.INT32, ["batch"])]
+    if state:
+        inputs += [helper.make_tensor_value_info(n, TensorProto.FLOAT, state_shape) for n in ("initial_h", "initial_c")]
+    outputs = [helper.make_tensor_value_info("log_probs", TensorProto.FLOAT, out_shape)] + \
+              [helper.make_tensor_value_info(n, TensorProto.FLOAT, state_shape) for n in ("final_h", "final_c")]
+    graph = helper.make_graph(g.nodes, f"rnn_dist_{task}", inputs, outputs, g.inits)
+    model = helper.make_model(graph, producer_name="rnn_dist", opset_imports=[helper.make_opsetid("", OPSET)])
+    model.doc_string = f"rnn_dist {task} model from {os.path.basename(checkpoint)} (step {int(a['step'])})"
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description="Export an rnn_dist checkpoint to ONNX.")
+    p.add_argument("--checkpoint", required=True, help="step-NNNNNNNN.h5 or best.h5")
+    p.add_argument("--onnx", required=True, help="the .onnx file to write (written under a temporary name, then renamed)")
+    p.add_argument("--state", action="store_true", help="take initial_h and initial_c as inputs (streaming)")
+    args = p.parse_args(argv)
+    try:
+        model = build(args.checkpoint, args.state)
+    except (OSError, KeyError, ValueError, onnx.checker.ValidationError) as e:
+        print(f"rnn_dist_onnx: error: {e}", file=sys.stderr)
+        return 2
+    tmp = f"{args.onnx}.tmp.{os.getpid()}"
+    try:
+        onnx.save(model, tmp)
+        os.replace(tmp, args.onnx)
+    except OSError as e:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        print(f"rnn_dist_onnx: error: {args.onnx}: {e}", file=sys.stderr)
+        return 1
+    print(f"{args.onnx}: {len(model.graph.node)} nodes, opset {OPSET}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
