@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job on a fresh machine: installs missing packages, builds, turns the fortunes corpus into HDF5
 # sequence files with rnn_prep, trains a character-level LSTM with 2 MPI ranks on the CPU for about two
-# minutes, then evaluates it on the test split and prints a sample of generated text.
+# minutes, then evaluates it on the test split, prints a sample of generated text and draws the training
+# curves (out/fortunes-curves.png).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
@@ -14,7 +15,7 @@ build/rnn_prep --input "${inputs[@]}" --output-dir "$data" --format records --re
 build/rnn_dist info "$data/train.h5"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 ckpt=out/fortunes-ckpt
-rm -rf "$ckpt"
+rm -rf "$ckpt" out/fortunes-metrics.jsonl
 mpirun --oversubscribe -np 2 build/rnn_dist train --train "$data/train.h5" --valid "$data/valid.h5" \
   --embed 32 --hidden 192 --layers 2 --batch-size 16 --optimizer adam --lr 4e-3 --clip-norm 1 \
   --epochs 2 --log-every 50 --seed 1 --checkpoint-dir "$ckpt" --save-every 200 --metrics out/fortunes-metrics.jsonl
@@ -23,3 +24,7 @@ echo "== evaluation on the test split (compare with the unigram entropy printed 
 build/rnn_dist eval --checkpoint "$last" --data "$data/test.h5"
 echo "== sample"
 build/rnn_dist sample --checkpoint "$last" --prime "The " --length 300 --temperature 0.8 --seed 7
+echo "== curves"
+# Debian's python3, where the packages of scripts/deps.sh (matplotlib) are installed.
+/usr/bin/python3 scripts/plot_metrics.py --metrics out/fortunes-metrics.jsonl --label "fortunes, 2 ranks" \
+  --output out/fortunes-curves.png

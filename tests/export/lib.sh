@@ -1,19 +1,5 @@
-# What the export tests share (sourced after tests/cli/lib/harness.sh): the Python that has the modules
-# they need, and labelled data to train classifiers and taggers on.
-
-# export_python MODULE...: sets PY to Debian's python3 (where apt installs python3-torch) or else the first
-# python3 on the path, whichever imports every MODULE; otherwise says why and fails (the test exits 77).
-export_python() {
-  local p
-  for p in /usr/bin/python3 python3; do
-    if command -v "$p" > /dev/null && "$p" -c "import $(IFS=,; echo "$*")" 2> /dev/null; then
-      PY=$p
-      return 0
-    fi
-  done
-  echo "SKIP: no python3 here imports $* (scripts/deps.sh installs the Debian packages)"
-  return 1
-}
+# What the export tests share (sourced after tests/cli/lib/harness.sh): labelled data to train classifiers
+# and taggers on.
 
 # make_labelled_data: cls/ (tsv, word tokens, 3 classes) and tag/ (CoNLL, BIO tags), each with a test split.
 make_labelled_data() {

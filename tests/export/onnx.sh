@@ -10,7 +10,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 REPO=$(cd "$HERE/../.." && pwd)
 source "$HERE/../cli/lib/harness.sh"
 source "$HERE/lib.sh"
-export_python onnx h5py numpy || exit 77
+python_with onnx h5py numpy || exit 77
 export NODE_PATH=$REPO/.cache/node/node_modules
 if ! command -v node > /dev/null || ! node -e "require('onnxruntime-node')" 2> /dev/null; then
   echo "SKIP: node cannot load onnxruntime-node from $NODE_PATH (scripts/deps.sh installs it)"

@@ -8,7 +8,7 @@
 HERE=$(cd "$(dirname "$0")" && pwd)
 source "$HERE/../cli/lib/harness.sh"
 source "$HERE/lib.sh"
-export_python torch h5py || exit 77
+python_with torch h5py || exit 77
 
 awk 'BEGIN { srand(7); for (i = 0; i < 300; i++) { k = 5 + int(rand() * 50); s = ""
   for (j = 0; j < k; j++) s = s substr("abcde fghij", 1 + int(rand() * 11), 1); print s } }' > lm.txt
