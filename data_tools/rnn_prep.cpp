@@ -22,6 +22,7 @@
 #include "rnn_dist/data/records.h"
 #include "rnn_dist/data/tokenizer.h"
 #include "rnn_dist/util/error.h"
+#include "rnn_dist/util/progress.h"
 #include "rnn_dist/util/stats.h"
 
 namespace po = boost::program_options;
@@ -44,6 +45,7 @@ struct Options {
   uint64_t seed = 1;
   int compress = 0;
   bool label_from_file = false;  // each input file is one class: its base name
+  bool quiet = false;            // no progress lines
   Task task = Task::lm;          // from the format and the label options
 };
 
@@ -101,7 +103,8 @@ std::optional<Options> parse_options(int argc, char** argv) {
       ("test-fraction", po::value(&o.test_fraction)->default_value(0.0, "0"), "fraction of records for test.h5")
       ("seed", po::value(&o.seed)->default_value(1),
        "seed of the split: a record's split is a hash of (seed, record index)")
-      ("compress", po::value(&o.compress)->default_value(0), "deflate level 0-9 for /tokens (0 = none)");
+      ("compress", po::value(&o.compress)->default_value(0), "deflate level 0-9 for /tokens (0 = none)")
+      ("quiet,q", po::bool_switch(&o.quiet), "no progress lines on stderr (bytes read of total, MB/s, ETA, per pass)");
   // clang-format on
   po::positional_options_description positional;
   positional.add("input", -1);
@@ -166,10 +169,23 @@ Split split_of(const Options& o, uint64_t record_index) {
   return kTrain;
 }
 
+// Bytes of all inputs, 0 when one is not a regular file (a pipe's size is unknown).
+double input_bytes(const Options& o) {
+  double total = 0;
+  std::error_code ec;
+  for (const auto& path : o.inputs) {
+    if (!std::filesystem::is_regular_file(path, ec)) return 0;
+    total += static_cast<double>(std::filesystem::file_size(path, ec));
+  }
+  return total;
+}
+
 // Calls f(record, source, split, label) for every record of every input, in input order; label is the
-// record's label text (classify), from the record or, with --label-from-file, the file's base name.
+// record's label text (classify), from the record or, with --label-from-file, the file's base name. The
+// pass is shown as `what` (bytes read of the total).
 template <class F>
-uint64_t for_each_record(const Options& o, F&& f) {
+uint64_t for_each_record(const Options& o, const char* what, F&& f) {
+  Progress progress(cat("rnn_prep: ", what), input_bytes(o), "bytes", o.quiet);
   uint64_t index = 0, bytes = 0;
   for (const auto& path : o.inputs) {
     RecordReader reader(path, o.records);
@@ -178,9 +194,11 @@ uint64_t for_each_record(const Options& o, F&& f) {
     while (reader.next(r)) {
       const std::string_view label = o.label_from_file ? std::string_view(file_label) : r.label;
       f(r, TextSource{path, r.offset}, split_of(o, index++), label);
+      progress.update(static_cast<double>(bytes + reader.bytes_read()));
     }
     bytes += reader.bytes_read();
   }
+  progress.update(static_cast<double>(bytes));
   return bytes;
 }
 
@@ -207,7 +225,8 @@ Vocabularies make_vocabularies(const Options& o) {
   VocabCounter counter(kind, replace);
   std::set<std::string, std::less<>> labels;
   if (kind != TokenizerKind::byte || o.task != Task::lm)
-    for_each_record(o, [&](const Record& r, const TextSource& src, Split split, std::string_view label) {
+    for_each_record(o, "pass 1 of 2, vocabulary", [&](const Record& r, const TextSource& src, Split split,
+                                                       std::string_view label) {
       if (split != kTrain) return;
       if (o.task == Task::tag) {
         for (std::string_view t : r.tokens) counter.add_token(t);
@@ -275,8 +294,9 @@ int run(const Options& o) {
   SplitStats stats[kNumSplits];
   int64_t records = 0, empty = 0, split_records = 0, pieces = 0;
   std::vector<int32_t> seq, piece, tags, piece_tags;
-  const uint64_t bytes = for_each_record(o, [&](const Record& r, const TextSource& src, Split split,
-                                                std::string_view label_text) {
+  const char* encoding = two_passes ? "pass 2 of 2, encoding" : "encoding";
+  const uint64_t bytes = for_each_record(o, encoding, [&](const Record& r, const TextSource& src, Split split,
+                                                          std::string_view label_text) {
     ++records;
     seq.assign(1, kBosId);
     int64_t unk = 0;

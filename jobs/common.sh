@@ -2,8 +2,10 @@
 # ranks are launched (srun or mpirun), the pre-flight `rnn_dist check`, and the time-limit handling
 # (TERM to the batch shell: every rank finishes its step and checkpoints, then the job requeues itself).
 # Settings come from the environment (see jobs/README.md):
-#   RNN_DIST_HOME         the rnn_dist checkout (default: the directory sbatch was run from)
-#   RNN_DIST_BUILD        the build directory holding rnn_dist and rnn_prep (default: $RNN_DIST_HOME/build)
+#   RNN_DIST_HOME         the rnn_dist checkout, or PREFIX/share/rnn_dist of an installation (default: the
+#                         directory sbatch was run from)
+#   RNN_DIST_BUILD        the directory holding rnn_dist and rnn_prep (default: $RNN_DIST_HOME/build, or
+#                         else the directory of the rnn_dist on the PATH)
 #   RNN_DIST_LAUNCHER     srun (default) or mpirun
 #   RNN_DIST_SRUN_MPI     srun's --mpi plugin (default pmix; Debian's Open MPI has no PMI2 support)
 #   RNN_DIST_CHECK        1 (default): run `rnn_dist check` before training and stop when it fails
@@ -11,7 +13,13 @@
 #                         (default 600: the time-limit signal requeues, a TERM sent by hand stops)
 
 : "${RNN_DIST_HOME:=${SLURM_SUBMIT_DIR:-$PWD}}"
-: "${RNN_DIST_BUILD:=$RNN_DIST_HOME/build}"
+# A checkout's build/, or else where rnn_dist is installed (PREFIX/bin, with RNN_DIST_HOME=PREFIX/share/rnn_dist).
+if [ -z "${RNN_DIST_BUILD:-}" ]; then
+  RNN_DIST_BUILD=$RNN_DIST_HOME/build
+  if [ ! -x "$RNN_DIST_BUILD/rnn_dist" ] && command -v rnn_dist > /dev/null; then
+    RNN_DIST_BUILD=$(dirname "$(command -v rnn_dist)")
+  fi
+fi
 : "${RNN_DIST_LAUNCHER:=srun}"
 : "${RNN_DIST_SRUN_MPI:=pmix}"
 : "${RNN_DIST_CHECK:=1}"

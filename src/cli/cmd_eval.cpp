@@ -24,6 +24,7 @@
 #include "rnn_dist/util/atomic_file.h"
 #include "rnn_dist/util/error.h"
 #include "rnn_dist/util/number.h"
+#include "rnn_dist/util/progress.h"
 #include "rnn_dist/util/random.h"
 
 namespace po = boost::program_options;
@@ -56,7 +57,7 @@ void write_log_probs(std::ostream& out, Model& model, const Batch& batch, int64_
 
 int cmd_eval(const Args& args) {
   std::string checkpoint, data_path, log_probs_path;
-  bool json = false;
+  bool json = false, quiet = false;
   int threads = 1;
   std::string device = "auto";
   BatchingConfig batching;
@@ -71,6 +72,7 @@ int cmd_eval(const Args& args) {
       ("threads", po::value(&threads)->default_value(1), "CPU threads")
       ("device", po::value(&device)->default_value("auto"), "auto (a GPU when there is one, else the CPU), cpu or cuda")
       ("json", po::bool_switch(&json), "print one JSON object as the last line (for a classifier or tagger with the per-class scores and the confusion matrix)")
+      ("quiet,q", po::bool_switch(&quiet), "no progress line on stderr (sequences done of the file's, rate, ETA)")
       ("log-probs", po::value(&log_probs_path),
        "also write FILE.jsonl: per sequence, in file order, the log-probability of every target (a language "
        "model's next tokens, a tagger's tags) or of every class (a classifier); batches hold rows x outputs floats, "
@@ -99,11 +101,15 @@ int cmd_eval(const Args& args) {
     dump.open(dump_file->temp_path(), std::ios::binary);
     if (!dump) throw InputError(cat("--log-probs ", log_probs_path, ": cannot open for writing"));
   }
+  Progress progress("rnn_dist eval", static_cast<double>(file.num_sequences()), "sequences", quiet);
+  int64_t done = 0;
   for (const SliceRange& s : eval_slices(file.offsets(), batching, 1, 0, framing_of(task))) {
     const Batch batch = load_batch(file, s);
     ev.add(*model, batch);
     if (dump_file) write_log_probs(dump, *model, batch, s.begin);
+    progress.update(static_cast<double>(done += s.end - s.begin));
   }
+  progress.finish();
   const double loss = ev.loss();
   if (!std::isfinite(std::exp(loss)))
     throw Error(cat(checkpoint, ": the loss on ", data_path, " is ", loss, " (perplexity ", std::exp(loss),

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <numeric>
@@ -18,6 +19,7 @@
 #include "rnn_dist/util/error.h"
 #include "rnn_dist/util/json.h"
 #include "rnn_dist/util/number.h"
+#include "rnn_dist/util/progress.h"
 
 namespace po = boost::program_options;
 
@@ -107,7 +109,7 @@ int cmd_predict(const Args& args) {
   RecordOptions records;
   int64_t batch_size = 256;
   int threads = 1;
-  bool utf8_replace = false;
+  bool utf8_replace = false, quiet = false;
   po::options_description desc("rnn_dist predict options");
   desc.add_options()("help,h", "print this help and exit")
       ("checkpoint", po::value(&checkpoint)->required(), "a classifier's or tagger's checkpoint (step-NNNNNNNN.h5 or best.h5)")
@@ -118,7 +120,8 @@ int cmd_predict(const Args& args) {
       ("utf8-replace", po::bool_switch(&utf8_replace), "replace ill-formed UTF-8 with U+FFFD instead of failing")
       ("batch-size", po::value(&batch_size)->default_value(256), "records per batch")
       ("threads", po::value(&threads)->default_value(1), "CPU threads")
-      ("device", po::value(&device)->default_value("auto"), "auto (a GPU when there is one, else the CPU), cpu or cuda");
+      ("device", po::value(&device)->default_value("auto"), "auto (a GPU when there is one, else the CPU), cpu or cuda")
+      ("quiet,q", po::bool_switch(&quiet), "no progress line on stderr (bytes of --input read, rate, ETA)");
   if (!parse_command(args, desc, "usage: rnn_dist predict --checkpoint FILE --input FILE --output FILE.jsonl [--format lines|jsonl|conll]"))
     return 0;
   records.format = parse_record_format(format);
@@ -146,6 +149,9 @@ int cmd_predict(const Args& args) {
   std::ofstream out(file.temp_path(), std::ios::binary);
   if (!out) throw InputError(cat("--output ", output, ": cannot open for writing"));
   Predictor predictor(*model, ck, out);
+  std::error_code ec;
+  const uintmax_t input_size = std::filesystem::is_regular_file(input, ec) ? std::filesystem::file_size(input, ec) : 0;
+  Progress progress("rnn_dist predict", ec ? 0.0 : static_cast<double>(input_size), "bytes", quiet);
   std::vector<Pending> batch;
   Record r;
   int64_t unknown = 0, tokens = 0;
@@ -164,9 +170,14 @@ int cmd_predict(const Args& args) {
     tokens += static_cast<int64_t>(p.ids.size()) - 1;
     p.ids.push_back(kEosId);
     batch.push_back(std::move(p));
-    if (static_cast<int64_t>(batch.size()) == batch_size) predictor.write(batch);
+    if (static_cast<int64_t>(batch.size()) == batch_size) {
+      predictor.write(batch);
+      progress.update(static_cast<double>(reader.bytes_read()));
+    }
   }
   predictor.write(batch);
+  progress.update(static_cast<double>(reader.bytes_read()));
+  progress.finish();
   out.close();
   if (!out) throw Error(cat("--output ", output, ": write failed"));
   file.commit();

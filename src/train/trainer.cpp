@@ -3,6 +3,7 @@
 #include "rnn_dist/train/trainer.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <chrono>
 #include <cmath>
 #include <cerrno>
@@ -659,7 +660,15 @@ int Trainer::run() {
       metrics_.close();
       check_metrics();
     }
-    if (!c_.checkpoint_dir.empty()) std::cout << "checkpoint: " << checkpoint_path(c_.checkpoint_dir, pos_.step) << std::endl;
+    if (!c_.metrics.empty()) std::cout << "metrics:    " << c_.metrics << std::endl;
+    if (!c_.checkpoint_dir.empty()) {
+      std::cout << "checkpoint: " << checkpoint_path(c_.checkpoint_dir, pos_.step) << std::endl;
+      if (std::filesystem::exists(best_checkpoint_path(c_.checkpoint_dir)))
+        std::cout << "best:       " << best_checkpoint_path(c_.checkpoint_dir) << std::endl;
+      const int world = topo_.world_size();
+      std::cout << "resume:     " << (world > 1 ? cat("mpirun -np ", world, " ") : std::string()) << c_.resume_command
+                << std::endl;
+    }
     if (bad_steps_ > 0)
       std::cout << "finished with " << bad_steps_ << " step(s) skipped for a non-finite loss or gradient norm "
                 << "(their updates are missing): exit status " << kExitFinishedWithProblems << std::endl;

@@ -4,7 +4,8 @@
 # parameters of 1 rank with the same global batch; resume is bitwise; `rnn_dist eval --json` carries
 # the per-class scores and the confusion matrix; `rnn_dist predict` writes a label or tags per record;
 # contradictory options and mismatched files end with exit code 2 and one line. $1 = build directory.
-source "$(dirname "$0")/lib/harness.sh"
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+source "$REPO/tests/cli/lib/harness.sh"
 
 # Classification: the label is which word family dominates the record.
 awk 'BEGIN { srand(5); split("good great fine nice|bad awful poor sad|red green blue grey", fam, "|")
@@ -139,9 +140,19 @@ done
 "$BUILD/rnn_dist" sample --checkpoint cb/best.h5 > out 2> err
 [ $? -eq 2 ] && grep -q "sample needs a language model" err && ok "sample refuses a classifier" || bad "sample: $(cat err)"
 
+# Progress on a terminal (script(1)): eval counts sequences of the file's, predict bytes of its input;
+# --quiet prints none.
+script -qec "'$BUILD/rnn_dist' eval --checkpoint cb/best.h5 --data cls/test.h5 --device cpu > /dev/null" /dev/null > tty.txt 2>&1
+script -qec "'$BUILD/rnn_dist' predict --checkpoint cb/best.h5 --input raw.txt --output p2.jsonl --device cpu > /dev/null" \
+  /dev/null >> tty.txt 2>&1
+script -qec "'$BUILD/rnn_dist' eval --checkpoint cb/best.h5 --data cls/test.h5 --device cpu --quiet > /dev/null" /dev/null > ttyq.txt 2>&1
+grep -q $'\rrnn_dist eval: '"$n of $n sequences (100%)" tty.txt \
+  && grep -q $'\rrnn_dist predict: [0-9.]* kB of [0-9.]* kB (100%)' tty.txt && ! grep -q "rnn_dist eval:" ttyq.txt \
+  && ok "progress on a terminal: eval's $n sequences, predict's input bytes; none with --quiet" \
+  || bad "progress: $(tr '\r' '\n' < tty.txt | tail -3)"
+
 # jobs/classifier.conf is a valid config: its keys parse (the switch `bidirectional = true` included) and
 # it trains a classifier with its paths, shape, pooling and selection, only data and length overridden.
-REPO=$(cd "$(dirname "$0")/../.." && pwd)
 "$BUILD/rnn_dist" train --config "$REPO/jobs/classifier.conf" --train cls/train.h5 --valid cls/valid.h5 --test cls/test.h5 \
   --checkpoint-dir jc --metrics jc.jsonl --max-steps 4 --device cpu > log.jc 2>&1
 [ $? -eq 0 ] && [ -f jc/best.h5 ] && "$BUILD/rnn_dist" info jc/best.h5 | grep -q "bidirectional" \

@@ -216,5 +216,20 @@ rc=0
 check "a summary to a full device -> exit 1 with the reason" \
   test "$rc:$(grep -c 'cannot write to standard output: No space left on device' err.txt)" = "1:1"
 
+# Progress: on a terminal (script(1) gives rnn_prep a pseudo-terminal) each pass ends with its line,
+# rewritten in place with a carriage return, bytes read of the total; --quiet prints none; a log (not a
+# terminal) of a run this short gets none either.
+size=$(stat -c %s fortunes.txt)
+kb=$(awk -v b="$size" 'BEGIN { printf "%.1f", b / 1000 }')
+script -qec "'$PREP' --input fortunes.txt --output-dir tty --format records > /dev/null" /dev/null > tty.txt 2>&1
+check "progress on a terminal: both passes, in place, at 100% of the $size bytes" \
+  grep -q "rnn_prep: pass 1 of 2, vocabulary: $kb kB of $kb kB (100%).*rnn_prep: pass 2 of 2, encoding: $kb kB of $kb kB (100%)" \
+  <(tr '\r' '\n' < tty.txt | tr -d '\n' ; echo)
+check "progress lines begin with a carriage return" grep -q $'\rrnn_prep: pass 2 of 2' tty.txt
+script -qec "'$PREP' --input fortunes.txt --output-dir ttyq --format records --quiet > /dev/null" /dev/null > ttyq.txt 2>&1
+check "--quiet: no progress on a terminal" test ! -s ttyq.txt
+"$PREP" --input fortunes.txt --output-dir log --format records > /dev/null 2> log.txt
+check "no progress lines in a log of a short run" test ! -s log.txt
+
 echo "$passed passed, $failed failed"
 test "$failed" -eq 0

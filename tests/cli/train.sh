@@ -246,4 +246,15 @@ mpirun --oversubscribe -np 2 "$BUILD/rnn_dist" train $A --device cpu --verbose >
 "$BUILD/rnn_dist" train $A --checkpoint-dir /proc/rnn_dist > out 2> err
 [ $? -eq 2 ] && grep -q checkpoint-dir err && ok "unwritable checkpoint dir -> exit 2" || bad "unwritable checkpoint dir: $(cat err)"
 
+# The end of a run names the metrics file and the newest checkpoint, and prints the command that resumes
+# it (quoted for the shell: the checkpoint directory has a space and a quote); run as printed, with the
+# binary's path and a longer --max-steps (the last value wins), it resumes from that checkpoint.
+"$BUILD/rnn_dist" train --train data/train.h5 --embed 8 --hidden 8 --layers 1 --max-steps 2 --metrics "end.jsonl" \
+  --checkpoint-dir "it's here" > log.end 2>&1 || bad "run to resume: $(tail -1 log.end)"
+cmd=$(sed -n 's/^resume: *//p' log.end)
+grep -q "^metrics: *end.jsonl$" log.end && grep -q "^checkpoint: it's here/step-00000002.h5$" log.end \
+  && eval "${cmd/rnn_dist/\"\$BUILD/rnn_dist\"} --max-steps 4" > log.end2 2>&1 \
+  && grep -q "^resumed from it's here/step-00000002.h5 (step 2)" log.end2 && [ -f "it's here/step-00000004.h5" ] \
+  && ok "the printed resume command resumes: $cmd" || bad "resume command '$cmd': $(tail -2 log.end2)"
+
 finish

@@ -14,6 +14,7 @@ namespace rnn_dist {
 
 struct TrainerConfig {
   std::string train, valid, test, checkpoint_dir, init_from, metrics;
+  std::string resume_command;  // `rnn_dist train ... --resume` as this run was started, printed at the end
   std::string device = "auto", allreduce = "flat", batching = "packed";
   ModelConfig model;  // its task and classes come from the training file
   std::string task;   // --task: "" or what the training file's task must be
