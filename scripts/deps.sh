@@ -24,12 +24,16 @@ rnn_dist_install_deps() {
   apt-get update -qq && apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
-# The npm packages, once, into .cache/node of the working directory (the repository root).
+# The npm packages, once, into .cache/node of the working directory (the repository root). Without the
+# registry (no network, a proxy whose certificate npm does not trust: set NODE_EXTRA_CA_CERTS) this warns
+# and goes on: the ONNX runtime test then says it is skipped, and why.
 rnn_dist_install_npm() {
   [ -d .cache/node/node_modules/onnxruntime-node ] && return 0
   mkdir -p .cache/node
   echo "installing from npm: $RNN_DIST_NPM_PACKAGES"
-  npm install --prefix .cache/node --ignore-scripts --no-audit --no-fund $RNN_DIST_NPM_PACKAGES > /dev/null
+  npm install --prefix .cache/node --ignore-scripts --no-audit --no-fund $RNN_DIST_NPM_PACKAGES > .cache/node/install.log 2>&1 \
+    || echo "warning: npm install $RNN_DIST_NPM_PACKAGES failed ($(grep -m1 'npm ERR! code' .cache/node/install.log)):" \
+      "the ONNX runtime test will be skipped; see .cache/node/install.log" >&2
 }
 
 # Missing packages installed, then build/ configured (Release, plus $RNN_DIST_CMAKE_ARGS) and built.

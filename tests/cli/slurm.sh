@@ -174,7 +174,11 @@ n=$(sed -n 's/^stopped by signal 10 after step \([0-9]*\):.*/\1/p' requeue.out)
 grep -q "JobState=COMPLETED" <<<"$info" && grep -q "Restarts=1 ExitCode=0:0" <<<"$info" && [ -n "$n" ] && grep -q "requeueing to resume" requeue.out \
   && grep -q "resumed from out/requeue-ckpt/step-$(printf %08d "$n").h5" requeue.out && [ "$(last_step out/requeue-ckpt)" = 3000 ] \
   && ok "train_node.sbatch: TERM to the batch shell checkpointed at step $n, requeued, resumed to step 3000" \
-  || bad "requeue: $info: $(grep -E 'signal|requeue|resumed|error|FAIL|restart' requeue.out); last lines: $(tail -5 requeue.out)"
+  || { bad "requeue: $info: $(grep -E 'signal|requeue|resumed|error|FAIL|restart' requeue.out); last lines: $(tail -5 requeue.out)"
+         # What the daemons saw of the job: kept here, since the test's directory is removed at exit.
+         echo "--- requeue.out (whole)"; cat requeue.out
+         echo "--- slurmctld.log, job $id"; grep -E "JobId=$id|job_id=$id|JobID=$id|StepId=$id" "$S/log/slurmctld.log" | tail -40
+         echo "--- slurmd.log, job $id"; grep -E "$id" "$S/log/slurmd.log" | tail -40; }
 
 cp "$J/cpu_smoke.conf" twonodes.conf
 echo "ranks-per-node = 1" >> twonodes.conf
