@@ -60,13 +60,18 @@ resume() {
 }
 last_step() { ls "$1"/step-*.h5 2>/dev/null | tail -1 | sed 's/.*step-0*\([0-9]*\)\.h5/\1/'; }
 
+# Step 30 is held open by rank 1 (node1) waiting before it (RNN_DIST_TEST_FAIL=1:30:hang), so that the
+# fault lands mid-step however fast the machine: the 120 steps take about a second, and otherwise could
+# end before the fault does (seen on a fast machine).
+AT29="grep -q '^epoch [0-9]* step 29/' "
+
 # A crashed node: every process of node2 (its daemon and its two ranks) killed mid-step.
-fault "bash $CLUSTER kill $D node2" crash
+RNN_DIST_TEST_FAIL=1:30:hang fault "bash $CLUSTER kill $D node2" crash "${AT29}crash.out"
 resume crash "$(last_step crash)"
 
 # A partition: node2's link down mid-step. Its ranks and the others stop at their deadline; mpirun and
 # both daemons notice the lost connection through the keepalive and end the job.
-fault "bash $CLUSTER cut $D node2" partition
+RNN_DIST_TEST_FAIL=1:30:hang fault "bash $CLUSTER cut $D node2" partition "${AT29}partition.out"
 bash "$CLUSTER" heal "$D" node2
 reachable node2 || bad "node2 not reachable again after the partition"
 grep -q "ORTE has lost communication with a remote daemon" partition.err && ok "partition: mpirun names the lost daemon" \
