@@ -13,6 +13,9 @@
 #   cluster.sh exec DIR NODE CMD... run CMD on NODE (head, node1, ...), in the current directory
 #   cluster.sh slurm DIR            start munged, slurmctld (on head) and a slurmd per node; DIR/slurm.conf
 #   cluster.sh cut DIR NODE         take NODE's link down (a partition); `heal` brings it back
+#   cluster.sh shape DIR NODE RATE  limit NODE's link to RATE (tc's units: 100mbit, 1gbit) each way, with a
+#                                   token bucket (tbf) on both ends of its veth; RATE off removes it. Only
+#                                   bandwidth: this kernel has no netem, so no delay or loss
 #   cluster.sh kill DIR NODE        SIGKILL every process of NODE but its holder (a crashed node)
 #   cluster.sh procs DIR NODE       the processes running on NODE, holder excepted (pid and command)
 #   cluster.sh down DIR             remove everything (every daemon, namespace, link, mount); exit 1 if
@@ -239,6 +242,28 @@ down() {
   return $left
 }
 
+# NODE RATE: a token bucket on the node's veth, both ends (the bridge's end shapes what the node receives,
+# the node's eth0 what it sends). The burst holds 1 ms at the rate (at least 64 kB, so a 1 Gbit/s bucket
+# is not starved by timer granularity); packets wait at most 100 ms, beyond which the bucket drops them as
+# a real queue would.
+shape() {
+  local name=$1 rate=$2 ns=rd$TAG-$1 bits burst
+  [ -n "$rate" ] || die "usage: cluster.sh shape DIR NODE RATE|off"
+  if [ "$rate" = off ]; then
+    tc qdisc del dev "$(link_of "$name")" root 2>/dev/null
+    ip netns exec "$ns" tc qdisc del dev eth0 root 2>/dev/null
+    return 0
+  fi
+  bits=$(awk -v r="$rate" 'BEGIN { n = r + 0; u = tolower(substr(r, length(n "") + 1));
+    m = (u == "kbit") ? 1e3 : (u == "mbit") ? 1e6 : (u == "gbit") ? 1e9 : (u == "bit") ? 1 : 0; print n * m }')
+  [ "${bits%.*}" -gt 0 ] 2>/dev/null || die "shape: rate '$rate' is not a tc rate such as 100mbit or 1gbit"
+  burst=$(awk -v b="$bits" 'BEGIN { x = int(b / 8 / 1000); print (x < 65536 ? 65536 : x) }')
+  tc qdisc replace dev "$(link_of "$name")" root tbf rate "$rate" burst "$burst" latency 100ms \
+    || die "shape: tc on $(link_of "$name") failed"
+  ip netns exec "$ns" tc qdisc replace dev eth0 root tbf rate "$rate" burst "$burst" latency 100ms \
+    || die "shape: tc on $name's eth0 failed"
+}
+
 cmd=${1:-}
 shift || true
 case $cmd in
@@ -249,7 +274,8 @@ case $cmd in
   slurm) load "$1"; slurm ;;
   cut) load "$1"; ip link set "$(link_of "$2")" down ;;
   heal) load "$1"; ip link set "$(link_of "$2")" up ;;
+  shape) [ $# -eq 3 ] || die "usage: cluster.sh shape DIR NODE RATE|off"; load "$1"; shape "$2" "$3" ;;
   kill) load "$1"; procs "$2" | awk '{ print $1 }' | xargs -r kill -9 ;;
   procs) load "$1"; procs "$2" ;;
-  *) die "usage: cluster.sh can | up DIR [NODES] | exec DIR NODE CMD... | slurm DIR | cut|heal|kill|procs DIR NODE | down DIR" ;;
+  *) die "usage: cluster.sh can | up DIR [NODES] | exec DIR NODE CMD... | slurm DIR | cut|heal|kill|procs DIR NODE | shape DIR NODE RATE | down DIR" ;;
 esac

@@ -5,7 +5,8 @@
 # batch gives the parameters of 1 rank across nodes (2 x 2 ranks, flat and hierarchical, packed and stream
 # mode, 20 Adam steps, max relative difference <= 1e-5), and so does the design's own launch,
 # `mpirun -np 8 rnn_dist train`, over 4 nodes x 2 ranks; `rnn_dist check` passes data and checkpoints on a
-# path every node shares and fails them on a node-local one. $1 = build directory.
+# path every node shares and fails them on a node-local one; `cluster.sh shape` bounds the bandwidth
+# between the nodes and lifts the bound again. $1 = build directory.
 NODES=4
 source "$(dirname "$0")/lib.sh"
 hostfile h22 2 2
@@ -77,4 +78,15 @@ same_answer "mpirun -np 8 over 4 nodes x 2 ranks, hierarchical" one-packed/step-
   "$BIN/rnn_dist" train $M --max-steps 20 --batch-size 1 --allreduce hierarchical --checkpoint-dir eight
 grep -q "rnn_dist train: 8 rank(s)" eight.out && ok "8 ranks over 4 nodes" || bad "8 ranks: $(head -3 eight.out)"
 
+# cluster.sh shape: node2's link at 50 Mbit/s bounds a 4 MB all-reduce between the nodes (bus bandwidth
+# at most 1.1x the link's 6.25 MB/s), and the limit comes off again (then well above it).
+cp "$BUILD/bench/allreduce_bench" "$BIN/"
+busbw() { mpi h22 4 "$BIN/allreduce_bench" --min-bytes 4194304 --max-bytes 4194304 --iters 2 | awk '$3 == "flat" && $1 == 4194304 { print $6 }'; }
+bash "$CLUSTER" shape "$D" node2 50mbit && shaped=$(busbw)
+bash "$CLUSTER" shape "$D" node2 off && free=$(busbw)
+awk -v s="$shaped" -v f="$free" 'BEGIN { link = 50e6 / 8 / 1e9; exit !(s != "" && s <= 1.1 * link && f > 5 * link) }' \
+  && ok "shape 50mbit: 4 MB all-reduce at $shaped GB/s bus bandwidth (link 0.00625); unshaped $free GB/s" \
+  || bad "shape: bus bandwidth shaped '$shaped', unshaped '$free' GB/s (link 0.00625)"
+bash "$CLUSTER" shape "$D" node2 9xyz 2> err && bad "shape accepted the rate 9xyz" \
+  || { grep -q "not a tc rate" err && ok "shape refuses a bad rate: $(cat err)" || bad "shape 9xyz: $(cat err)"; }
 finish
