@@ -93,5 +93,43 @@ TEST(Checkpoint, AdamStateResumesExactly) {
   }
 }
 
+// Every field of the training position reads back as written, each with a value no other field has, so
+// that writing one field under another's name (the step as step_in_epoch, say) cannot pass.
+TEST(Checkpoint, EveryPositionFieldRoundTrips) {
+  auto backend = make_backend(DeviceType::cpu, 0, 1);
+  const ModelConfig config = small_config();
+  Model m(*backend, config);
+  m.init(4);
+  Optimizer opt(*backend, OptimizerConfig{}, m.num_params());
+  TrainingPosition pos;
+  pos.step = 101;
+  pos.epoch = 3;
+  pos.step_in_epoch = 11;
+  pos.validated = false;
+  pos.seed = 977;
+  pos.plateau_factor = 0.25;
+  pos.best_loss = 2.5;
+  pos.best_objective = 0.375;
+  pos.plan = "packed sequences=24";
+  pos.steps_per_epoch = 45;
+  const int64_t columns = 2;
+  pos.stream_state.resize(size_t(2 * config.layers * columns * config.hidden));
+  for (size_t i = 0; i < pos.stream_state.size(); ++i) pos.stream_state[i] = 0.5f + float(i);
+  TempDir dir;
+  write_checkpoint(dir.path(), 2, m, opt, {"char", std::vector<std::string>(config.vocab, "x"), {}}, pos);
+  const TrainingPosition got = read_checkpoint(checkpoint_path(dir.path(), pos.step), *backend).position;
+  EXPECT_EQ(got.step, 101);
+  EXPECT_EQ(got.epoch, 3);
+  EXPECT_EQ(got.step_in_epoch, 11);
+  EXPECT_FALSE(got.validated);
+  EXPECT_EQ(got.seed, 977u);
+  EXPECT_EQ(got.plateau_factor, 0.25);
+  EXPECT_EQ(got.best_loss, 2.5);
+  EXPECT_EQ(got.best_objective, 0.375);
+  EXPECT_EQ(got.plan, "packed sequences=24");
+  EXPECT_EQ(got.steps_per_epoch, 45);
+  EXPECT_EQ(got.stream_state, pos.stream_state);
+}
+
 }  // namespace
 }  // namespace rnn_dist

@@ -112,11 +112,14 @@ rc=$?
 # Signals to mpirun itself: USR1 is forwarded, every rank checkpoints and mpirun exits 0. TERM ends the
 # job the way Open MPI ends a job it is told to: mpirun exits 1, and the ranks may be killed before they
 # checkpoint (README: send USR1); what is there is not damaged.
+# mpirun runs in a session of its own (setsid execs it: $! is mpirun): a TERM that reaches it before its
+# handlers are set up (a loaded machine) ends its process group, which must not be this shell's, and
+# the run gets 60 s to reach step 50.
 for sig in USR1 TERM; do
   rm -rf sig
-  $MPI "$BUILD/rnn_dist" train $A --epochs 100000 --log-every 1 --save-every 20 --checkpoint-dir sig > log.sig 2>&1 &
+  setsid $MPI "$BUILD/rnn_dist" train $A --epochs 100000 --log-every 1 --save-every 20 --checkpoint-dir sig > log.sig 2>&1 &
   pid=$!
-  for _ in $(seq 100); do grep -q "^epoch [0-9]* step 50/" log.sig && break; sleep 0.1; done
+  for _ in $(seq 600); do grep -q "^epoch [0-9]* step 50/" log.sig && break; sleep 0.1; done
   kill -$sig $pid
   wait $pid
   rc=$?

@@ -76,6 +76,33 @@ mpirun --oversubscribe -np 3 "$BUILD/rnn_dist" train $B12 $S --batch-size 4 --ch
 "$BUILD/rnn_dist" train $A $S --batch-size 12 --resume --checkpoint-dir rs > log.rs1 2>&1 || bad "resume stream np1: $(tail -1 log.rs1)"
 grep -q "resumed from rs/step-00000012.h5" log.rs1 && same_params s1/step-00000020.h5 rs/step-00000020.h5 "stream, 3 ranks then 1 on resume" \
   || bad "stream resume with another rank count: $(head -3 log.rs1)"
+# Resume inside epoch 2, packed and stream, on the same rank count and on another: a run stopped 3 steps
+# into epoch 2 and resumed equals an uninterrupted run 8 steps into it (bitwise on 1 rank), and its
+# checkpoint says where in the epoch it stopped. Every earlier resume case stops in epoch 1, where the
+# step and the step in the epoch are equal.
+for mode in packed stream; do
+  E="$M --hidden 32 --epochs 3 --log-every 100"
+  [ $mode = stream ] && E="$E $S"
+  "$BUILD/rnn_dist" train $E --batch-size 12 --max-steps 1 --checkpoint-dir e-$mode-probe > log.ep 2>&1
+  spe=$(sed -n 's/.* \([0-9]*\) steps per epoch.*/\1/p' log.ep)
+  [ -n "$spe" ] || { bad "$mode: steps per epoch: $(head -2 log.ep)"; continue; }
+  stop=$((spe + 3)) end=$((spe + 8))
+  "$BUILD/rnn_dist" train $E --batch-size 12 --max-steps $end --checkpoint-dir e-$mode-ref > log.eref 2>&1 || bad "$mode ref: $(tail -1 log.eref)"
+  "$BUILD/rnn_dist" train $E --batch-size 12 --max-steps $stop --checkpoint-dir e-$mode-1 > log.e1 2>&1 || bad "$mode part 1: $(tail -1 log.e1)"
+  "$BUILD/rnn_dist" info e-$mode-1/step-$(printf %08d $stop).h5 | grep -q "epoch 2 (3 of $spe steps done)" \
+    && ok "$mode: the checkpoint of step $stop is 3 of $spe steps into epoch 2" \
+    || bad "$mode: position of step $stop: $("$BUILD/rnn_dist" info e-$mode-1/step-$(printf %08d $stop).h5 | grep -i epoch)"
+  "$BUILD/rnn_dist" train $E --batch-size 12 --max-steps $end --resume --checkpoint-dir e-$mode-1 > log.e2 2>&1 \
+    && h5diff e-$mode-ref/step-$(printf %08d $end).h5 e-$mode-1/step-$(printf %08d $end).h5 /model > diff.e 2>&1 \
+    && ok "$mode: resumed in epoch 2 (step $stop), bitwise equal to the uninterrupted run at step $end" \
+    || bad "$mode: resume in epoch 2: $(grep -E 'resumed|error' log.e2) $(head -2 diff.e)"
+  mpirun --oversubscribe -np 2 "$BUILD/rnn_dist" train $E --batch-size 6 --max-steps $stop --checkpoint-dir e-$mode-2 > log.e3 2>&1 \
+    || bad "$mode 2 ranks: $(tail -1 log.e3)"
+  "$BUILD/rnn_dist" train $E --batch-size 12 --max-steps $end --resume --checkpoint-dir e-$mode-2 > log.e4 2>&1 \
+    && grep -q "resumed from e-$mode-2/step-$(printf %08d $stop).h5" log.e4 \
+    && same_params e-$mode-ref/step-$(printf %08d $end).h5 e-$mode-2/step-$(printf %08d $end).h5 "$mode: 2 ranks to step $stop, then 1 rank in epoch 2" \
+    || bad "$mode: 2 ranks then 1 in epoch 2: $(grep -E 'resumed|error' log.e4)"
+done
 "$BUILD/rnn_dist" train $M --hidden 32 --batch-size 5 --resume --checkpoint-dir rp --max-steps 24 > log.rp5 2>&1
 grep -q "data plan (packed sequences=12) differs" log.rp5 && [ -f rp/step-00000024.h5 ] \
   && ok "resume with another global batch continues with a notice" || bad "resume, other global batch: $(head -3 log.rp5)"
