@@ -126,6 +126,14 @@ TEST_F(records, JsonlWithEscapes) {
   EXPECT_EQ(recs[1].line, 4);  // blank lines are skipped, not records
 }
 
+// The lowest and highest surrogate pairs and the edges of each UTF-8 length, as JSON escapes.
+TEST_F(records, JsonlEscapesAtTheUtf8Boundaries) {
+  std::string p = write("e.jsonl", R"({"text": "\u007f\u0080\u07ff\u0800\uffff\ud800\udc00\udbff\udfff"})"
+                                   "\n");
+  EXPECT_EQ(texts(read_all(p, format(RecordFormat::jsonl))),
+            (Strings{"\x7F\xC2\x80\xDF\xBF\xE0\xA0\x80\xEF\xBF\xBF\xF0\x90\x80\x80\xF4\x8F\xBF\xBF"}));
+}
+
 TEST_F(records, JsonlOtherTextFieldAndRawUtf8) {
   RecordOptions o = format(RecordFormat::jsonl);
   o.text_field = "body";

@@ -1,7 +1,9 @@
 // Tests of the tokenizers (char, byte, word), the UTF-8 helpers and vocabulary building.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "rnn_dist/data/dataset.h"
@@ -45,6 +47,24 @@ TEST(tokenizer_utf8, DecodesOneToFourByteCodePoints) {
   std::string back;
   for (char32_t c : {U'a', U'\u00E9', U'\u20AC', U'\U0001F600'}) append_utf8(back, c);
   EXPECT_EQ(back, s);
+}
+
+// Encoding at every length boundary, against the bytes the standard gives, and back through the decoder:
+// U+10000 written as the ill-formed F0 80 80 (say) would fail here, where a, é, €, 😀 all pass.
+TEST(tokenizer_utf8, EncodesEveryLengthBoundaryAndDecodesItBack) {
+  const std::pair<char32_t, std::string> cases[] = {
+      {0x7F, "\x7F"},          {0x80, "\xC2\x80"},         {0x7FF, "\xDF\xBF"},
+      {0x800, "\xE0\xA0\x80"}, {0xFFFF, "\xEF\xBF\xBF"},    {0x10000, "\xF0\x90\x80\x80"},
+      {0x10FFFF, "\xF4\x8F\xBF\xBF"}};
+  for (const auto& [cp, bytes] : cases) {
+    std::string out;
+    append_utf8(out, cp);
+    EXPECT_EQ(out, bytes) << std::hex << "U+" << uint32_t(cp);
+    int32_t back = 0;
+    EXPECT_EQ(decode_utf8(out, 0, back), bytes.size()) << std::hex << "U+" << uint32_t(cp);
+    EXPECT_EQ(back, int32_t(cp)) << std::hex << "U+" << uint32_t(cp);
+    EXPECT_EQ(find_invalid_utf8(out), std::string_view::npos) << std::hex << "U+" << uint32_t(cp);
+  }
 }
 
 TEST(tokenizer_utf8, BoundaryCodePointsAreValid) {
