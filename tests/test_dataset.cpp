@@ -402,7 +402,15 @@ TEST_F(dataset, RejectsEmptyOffsets) {
 
 TEST_F(dataset, RejectsAnEmptySequence) {
   std::string msg = open_error(path("o.h5"), [](Parts& p) { p.offsets = {0, 5, 5, 12}; });
-  EXPECT_HAS(msg, "sequence 1 is empty or /offsets is not increasing at entry 2");
+  EXPECT_HAS(msg, "sequence 1 is empty (/offsets[1] = /offsets[2] = 5)");
+}
+
+// Decreasing offsets are named as such, not as the unsorted lengths they would otherwise look like
+// (the lengths here, 5 then -1 then 8, would pass no sort either): each rule has its own message.
+TEST_F(dataset, RejectsDecreasingOffsets) {
+  std::string msg = open_error(path("d.h5"), [](Parts& p) { p.offsets = {0, 5, 4, 12}; });
+  EXPECT_HAS(msg, "/offsets decreases at entry 2 (4 after 5)");
+  EXPECT_EQ(msg.find("sorted"), std::string::npos) << msg;
 }
 
 TEST_F(dataset, RejectsUnsortedLengths) {

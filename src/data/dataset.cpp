@@ -107,7 +107,9 @@ SequenceFile SequenceFile::open(const std::string& path) {
   const auto& o = s.offsets_;
   if (o[0] != 0) invalid(path, "/offsets[0] must be 0");
   for (uint64_t i = 0; i < n; ++i) {
-    if (o[i + 1] <= o[i]) invalid(path, cat("sequence ", i, " is empty or /offsets is not increasing at entry ", i + 1));
+    if (o[i + 1] == o[i]) invalid(path, cat("sequence ", i, " is empty (/offsets[", i, "] = /offsets[", i + 1, "] = ", o[i], ")"));
+    if (o[i + 1] < o[i])
+      invalid(path, cat("/offsets decreases at entry ", i + 1, " (", o[i + 1], " after ", o[i], ")"));
     const int64_t len = o[i + 1] - o[i];  // no overflow: 0 <= o[i] < o[i + 1]
     if (static_cast<uint64_t>(o[i + 1]) > num_tokens)
       invalid(path, cat("/offsets[", i + 1, "] = ", o[i + 1], " is past the end of /tokens (", num_tokens, ")"));
