@@ -312,7 +312,19 @@ RNN_DIST_VECTOR_CLONES double cross_entropy_float(const float* logits, int64_t r
   return total;
 }
 
+RNN_DIST_VECTOR_CLONES void activation_float_impl(Activation a, const float* x, int64_t n, float* y) {
+  for (int64_t i0 = 0; i0 < n; i0 += 1 << 20) {
+    const int len = static_cast<int>(std::min<int64_t>(n - i0, 1 << 20));
+    for_lanes<float>(0, len, [&]<class V>(int k) RNN_DIST_LAMBDA_INLINE {
+      const V v = load<V>(x + i0 + k);
+      store<V>(y + i0 + k, a == Activation::exp ? exp_approx(v) : a == Activation::sigmoid ? act_sigmoid(v) : act_tanh(v));
+    });
+  }
+}
+
 }  // namespace
+
+void activation_float(Activation a, const float* x, int64_t n, float* y) { activation_float_impl(a, x, n, y); }
 
 template <class T>
 void gemm(bool trans_a, bool trans_b, int m, int n, int k, std::type_identity_t<T> alpha, const T* a, int lda,

@@ -136,4 +136,9 @@ void pool_backward(const T* dout, const Packing& packing, int dim, int direction
 template <class T>
 void apply_mask(const T* x, const T* mask, int64_t n, T* y);
 
+// The float kernels' exp, sigmoid and tanh (branch-free approximations, in the vector clone this CPU
+// runs) over n values: for the accuracy tests against double's libm.
+enum class Activation { exp, sigmoid, tanh };
+void activation_float(Activation a, const float* x, int64_t n, float* y);
+
 }  // namespace rnn_dist::cpu
