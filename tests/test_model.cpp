@@ -455,6 +455,42 @@ TEST(Model, ClassifierAndTaggerGradientsMatchFiniteDifferences) {
   }
 }
 
+// Gradient accumulation: split_batch cuts a batch into consecutive groups of about equal rows whose
+// gradients (and losses), at the batch's scale, add up to the batch's, for every task; asking for more
+// parts than sequences gives one per sequence.
+TEST(Model, SplitBatchesAddUpToTheBatch) {
+  auto backend = make_backend(DeviceType::cpu, 0, 1);
+  const std::vector<int64_t> lengths = {9, 8, 8, 7, 6, 5, 5, 4, 3};
+  for (Task task : {Task::lm, Task::classify, Task::tag}) {
+    Model m(*backend, task == Task::lm ? small_config() : labelled_config(task, true, Pool::mean));
+    m.init(5);
+    const Batch whole = task == Task::lm ? random_batch(lengths, 7, 51) : random_labelled(task, lengths, 7, 3, 52).batch(task);
+    const std::vector<Batch> parts = split_batch(whole, 3);
+    ASSERT_EQ(parts.size(), 3u) << task_name(task);
+    int64_t rows = 0, units = 0;
+    for (const Batch& p : parts) rows += p.tokens(), units += p.units();
+    EXPECT_EQ(rows, whole.tokens());
+    EXPECT_EQ(units, whole.units());
+    // Rows balanced: no part holds more than half the batch's (9 sequences, the longest 7 of 46 rows).
+    for (const Batch& p : parts) EXPECT_LE(p.tokens() * 2, whole.tokens()) << task_name(task);
+    backend->zero(m.grads().data(), m.grads().numel());
+    const double loss = m.forward_backward(whole, 0.25f, 1);
+    const std::vector<float> want = download_grads(m);
+    backend->zero(m.grads().data(), m.grads().numel());
+    double summed = 0;
+    for (const Batch& p : parts) summed += m.forward_backward(p, 0.25f, 1);
+    const std::vector<float> got = download_grads(m);
+    EXPECT_NEAR(summed, loss, 1e-5 * loss) << task_name(task);
+    double norm = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_NEAR(got[i], want[i], 1e-6f + 1e-5f * std::abs(want[i])) << task_name(task) << " element " << i;
+      norm += std::abs(want[i]);
+    }
+    EXPECT_GT(norm, 0.0);
+    EXPECT_EQ(split_batch(whole, 20).size(), lengths.size());
+  }
+}
+
 // Each sequence's outputs depend on that sequence alone (the packing, the pooling and the reverse
 // direction see no other sequence): a classifier's and a tagger's log-probabilities over a batch equal
 // those of each sequence on its own, they are normalised, and evaluate's loss is their NLL of the truth.

@@ -54,6 +54,7 @@ po::options_description check_options(CheckOptions& o) {
       ("batch-size", po::value(&o.run.batch.batch_size)->default_value(32), "sequences per rank and step")
       ("batch-tokens", po::value(&o.run.batch.batch_tokens)->default_value(0), "target tokens per rank and step (overrides --batch-size)")
       ("batching", po::value(&o.run.batching)->default_value("packed"), "packed (the sequence count is checked against the global batch) or stream")
+      ("accumulate", po::value(&o.run.accumulate)->default_value(1), "micro-batches per step, as in train (the global batch is --accumulate times larger)")
       ("checkpoint-dir", po::value(&o.run.checkpoint_dir), "writable from rank 0 and visible from every rank")
       ("threads", po::value(&o.run.threads)->default_value(1), "CPU threads per rank, checked against the cores each rank may use")
       ("device", po::value(&o.run.device)->default_value("auto"), "auto (a GPU per rank when there are GPUs), cpu or cuda: the GPU checks follow it")
@@ -363,7 +364,7 @@ Fields data_fields(const CheckOptions& o, int world, int rank) {
     if (o.run.batching == "packed") {
       BatchCut cut;
       try {
-        cut = cut_global_batches(train.offsets(), o.run.batch, world);
+        cut = cut_global_batches(train.offsets(), step_batching(o.run), world);
       } catch (const Error& e) {
         return {"batch", cat(o.run.train, ": ", e.what())};
       }

@@ -30,6 +30,9 @@ po::options_description train_options(TrainerConfig& o) {
       ("select-by", po::value(&o.select_by)->default_value("loss"), "the validation metric that picks best.h5 in --checkpoint-dir and drives --lr-schedule plateau: loss, or for classify and tag accuracy or macro-f1")
       ("batch-size", po::value(&o.batch.batch_size)->default_value(32), "sequences per rank and step")
       ("batch-tokens", po::value(&o.batch.batch_tokens)->default_value(0), "input tokens per rank and step (overrides --batch-size)")
+      ("accumulate", po::value(&o.accumulate)->default_value(1),
+       "micro-batches per optimizer step (packed): each step trains on K x --batch-size (or --batch-tokens) per rank in K "
+       "passes, one all-reduce, the memory of one micro-batch; equal to a K times larger batch")
       ("batching", po::value(&o.batching)->default_value("packed"), "packed (shuffled batches of whole sequences) or stream (truncated BPTT over --batch-size columns per rank of the token stream)")
       ("bptt", po::value(&o.bptt)->default_value(35), "stream mode: tokens per column and step")
       ("optimizer", po::value(&o.optimizer.kind)->default_value("adam"), "sgd, adam or adamw")

@@ -86,6 +86,36 @@ Batch make_batch(Task task, const std::vector<int32_t>& tokens, const std::vecto
   return batch;
 }
 
+std::vector<Batch> split_batch(const Batch& batch, int parts) {
+  const std::vector<int>& lengths = batch.packing.lengths;
+  const int B = batch.packing.batch();
+  const int64_t rows = batch.packing.rows();
+  const bool targets = !batch.targets.empty(), labels = !batch.labels.empty();
+  std::vector<Batch> out;
+  int64_t done = 0;
+  for (int b0 = 0, p = 0; b0 < B; ++p) {
+    // The next group ends where the rows so far reach (p + 1) / parts of the batch's, one sequence at least.
+    int b1 = b0 + 1;
+    int64_t upto = done + lengths[size_t(b0)];
+    while (b1 < B && (upto + lengths[size_t(b1)]) * parts <= rows * (p + 1)) upto += lengths[size_t(b1++)];
+    Batch part;
+    part.packing = Packing::from_lengths(std::span<const int>(lengths).subspan(size_t(b0), size_t(b1 - b0)));
+    part.inputs.resize(size_t(part.packing.rows()));
+    if (targets) part.targets.resize(part.inputs.size());
+    for (int b = b0; b < b1; ++b)
+      for (int t = 0; t < lengths[size_t(b)]; ++t) {
+        const int64_t from = batch.packing.row(t, b), to = part.packing.row(t, b - b0);
+        part.inputs[size_t(to)] = batch.inputs[size_t(from)];
+        if (targets) part.targets[size_t(to)] = batch.targets[size_t(from)];
+      }
+    if (labels) part.labels.assign(batch.labels.begin() + b0, batch.labels.begin() + b1);
+    done = upto;
+    b0 = b1;
+    out.push_back(std::move(part));
+  }
+  return out;
+}
+
 Model::Model(Backend& backend, const ModelConfig& config, int64_t logits_block_elems)
     : backend_(backend), config_(config) {
   if (config.vocab < 1 || config.embed < 1 || config.hidden < 1 || config.layers < 1)

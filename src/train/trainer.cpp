@@ -170,7 +170,7 @@ void Trainer::setup() {
     first_column_ = s->first_column();
     source_ = std::move(s);
   } else {
-    source_ = std::make_unique<PackedSource>(*train_, c_.batch, world, topo_.world_rank(), c_.seed);
+    source_ = std::make_unique<PackedSource>(*train_, step_batching(c_), world, topo_.world_rank(), c_.seed);
   }
   total_steps_ = source_->steps_per_epoch() * c_.epochs;
   if (c_.max_steps > 0) total_steps_ = std::min(total_steps_, c_.max_steps);
@@ -514,7 +514,9 @@ int Trainer::run() {
   const int64_t steps_per_epoch = source_->steps_per_epoch();
   if (lead_) {
     std::cout << "rnn_dist train: " << topo_.world_size() << " rank(s), " << model_->parameter_count()
-              << " parameters, " << c_.batching << " batching, " << steps_per_epoch << " steps per epoch, " << total_steps_ << " steps";
+              << " parameters, " << c_.batching << " batching"
+              << (c_.accumulate > 1 ? cat(" (", c_.accumulate, " micro-batches per step)") : std::string()) << ", "
+              << steps_per_epoch << " steps per epoch, " << total_steps_ << " steps";
     if (!source_->dropped().empty()) std::cout << " (" << source_->dropped() << ")";
     std::cout << std::endl;
   }
@@ -549,9 +551,17 @@ int Trainer::run() {
       if (k + 1 < steps_per_epoch) reader.request(k + 1);
       auto t1 = Clock::now();
       backend.zero(model.grads().data(), n);
-      const double loss_sum = model.forward_backward(batch, 1.0f / float(source_->global_units(k)),
-                                                     mix_seed(mix_seed(c_.seed, pos_.step), topo_.world_rank()),
-                                                     h, cs, h, cs);
+      // Every micro-batch scaled by the whole step's loss terms: their gradients add up to the batch's.
+      const float scale = 1.0f / float(source_->global_units(k));
+      const uint64_t seed = mix_seed(mix_seed(c_.seed, pos_.step), topo_.world_rank());
+      double loss_sum = 0;
+      if (c_.accumulate == 1) {
+        loss_sum = model.forward_backward(batch, scale, seed, h, cs, h, cs);
+      } else {
+        int m = 0;
+        for (const Batch& micro : split_batch(batch, c_.accumulate))
+          loss_sum += model.forward_backward(micro, scale, m++ == 0 ? seed : mix_seed(seed, uint64_t(m)));
+      }
       if (injected_nan(topo_.world_rank(), pos_.step + 1)) {
         const float nan = std::numeric_limits<float>::quiet_NaN();
         backend.upload(model.grads().data(), &nan, sizeof(nan));

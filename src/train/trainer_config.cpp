@@ -28,12 +28,22 @@ void check_run_options(const TrainerConfig& c) {
   if (c.batch.batch_tokens < 0) throw InputError("--batch-tokens must not be negative");
   if (c.batching != "packed" && c.batching != "stream")
     throw InputError(cat("--batching: unknown mode '", c.batching, "' (packed or stream)"));
+  positive("accumulate", c.accumulate);
+  if (c.batching == "stream" && c.accumulate > 1)
+    throw InputError("--accumulate applies to packed batching only (stream mode: more --batch-size columns)");
   if (c.batching == "stream" && c.batch.batch_tokens > 0)
     throw InputError("--batch-tokens applies to packed batching only (stream mode uses --batch-size columns)");
   if (c.device != "auto" && c.device != "cpu" && c.device != "cuda")
     throw InputError(cat("--device: unknown device '", c.device, "' (auto, cpu or cuda)"));
   if (c.allreduce != "flat" && c.allreduce != "hierarchical")
     throw InputError(cat("--allreduce: unknown algorithm '", c.allreduce, "' (flat or hierarchical)"));
+}
+
+BatchingConfig step_batching(const TrainerConfig& c) {
+  BatchingConfig b = c.batch;
+  b.batch_size *= c.accumulate;
+  b.batch_tokens *= c.accumulate;
+  return b;
 }
 
 void check_config(const TrainerConfig& c) {

@@ -103,6 +103,23 @@ for mode in packed stream; do
     && same_params e-$mode-ref/step-$(printf %08d $end).h5 e-$mode-2/step-$(printf %08d $end).h5 "$mode: 2 ranks to step $stop, then 1 rank in epoch 2" \
     || bad "$mode: 2 ranks then 1 in epoch 2: $(grep -E 'resumed|error' log.e4)"
 done
+# --accumulate K: K micro-batches per step, one all-reduce, equal to the K times larger batch: 1 rank of 4 x 3
+# and 2 ranks of 2 x 3 give the parameters of 1 rank of 12 after 20 steps; the plan is the big batch's, so
+# a run accumulating resumes without accumulating (12 steps of 4 x 3, then 8 of 12). Stream mode refuses it.
+"$BUILD/rnn_dist" train $A --batch-size 4 --accumulate 3 --checkpoint-dir a1 > log.a1 2>&1 || bad "accumulate, 1 rank: $(tail -1 log.a1)"
+grep -q "(3 micro-batches per step)" log.a1 && same_params c1/step-00000020.h5 a1/step-00000020.h5 "--accumulate 3 x 4, 1 rank, vs a batch of 12" \
+  || bad "accumulate: $(head -2 log.a1)"
+mpirun --oversubscribe -np 2 "$BUILD/rnn_dist" train $A --batch-size 2 --accumulate 3 --checkpoint-dir a2 > log.a2 2>&1 \
+  || bad "accumulate, 2 ranks: $(tail -1 log.a2)"
+same_params c1/step-00000020.h5 a2/step-00000020.h5 "--accumulate 3 x 2 on 2 ranks vs 1 rank's batch of 12"
+"$BUILD/rnn_dist" train $B12 --batch-size 4 --accumulate 3 --checkpoint-dir a3 > log.a3 2>&1 || bad "accumulate part 1: $(tail -1 log.a3)"
+"$BUILD/rnn_dist" train $A --batch-size 12 --resume --checkpoint-dir a3 > log.a4 2>&1
+grep -q "resumed from a3/step-00000012.h5" log.a4 && ! grep -q "differs" log.a4 \
+  && same_params c1/step-00000020.h5 a3/step-00000020.h5 "12 steps accumulating 3 x 4, resumed as batches of 12" \
+  || bad "resume across --accumulate: $(grep -E 'resumed|differs|error' log.a4)"
+"$BUILD/rnn_dist" train $A $S --batch-size 4 --accumulate 2 > out 2> err
+[ $? -eq 2 ] && grep -q "^rnn_dist: error: --accumulate applies to packed batching only" err \
+  && ok "stream mode refuses --accumulate: $(cat err)" || bad "stream --accumulate: $(cat err)"
 "$BUILD/rnn_dist" train $M --hidden 32 --batch-size 5 --resume --checkpoint-dir rp --max-steps 24 > log.rp5 2>&1
 grep -q "data plan (packed sequences=12) differs" log.rp5 && [ -f rp/step-00000024.h5 ] \
   && ok "resume with another global batch continues with a notice" || bad "resume, other global batch: $(head -3 log.rp5)"

@@ -46,6 +46,9 @@ struct Batch {
 // Builds a language model's Batch from sequences stored back to back in `tokens` with the given lengths
 // (each >= 2, non-increasing), as read from a sequence file.
 Batch make_batch(const std::vector<int32_t>& tokens, const std::vector<int64_t>& lengths);
+// The batch's sequences in at most `parts` consecutive groups of about equal rows, each its own packed
+// Batch (for gradient accumulation: the parts' gradients add up to the batch's).
+std::vector<Batch> split_batch(const Batch& batch, int parts);
 // Builds a classifier's or tagger's Batch from framed sequences (<s> ... </s>, each with at least one
 // token between) stored back to back. `targets` holds a classifier's label per sequence or a tagger's tag
 // per token of `tokens` (the framing's ignored), or is empty for a batch to predict.

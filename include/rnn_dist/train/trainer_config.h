@@ -22,6 +22,7 @@ struct TrainerConfig {
   std::string select_by = "loss";  // --select-by: the validation metric of best.h5 and the plateau schedule
   BatchingConfig batch;
   int64_t bptt = 35;  // stream mode: target tokens per column and step
+  int accumulate = 1;  // micro-batches per optimizer step (packed): the step's batch is accumulate x batch
   OptimizerConfig optimizer;
   ScheduleConfig schedule;
   float clip_norm = 0;
@@ -41,6 +42,8 @@ void check_config(const TrainerConfig& config);
 // The part of check_config about how the job runs (threads, batching, device, all-reduce), which
 // `rnn_dist check` validates too; it has no side effects.
 void check_run_options(const TrainerConfig& config);
+// What one optimizer step reads per rank: --batch-size or --batch-tokens times --accumulate.
+BatchingConfig step_batching(const TrainerConfig& config);
 // The GPU math mode the options ask for (--precision, or --tf32).
 MathMode math_mode_of(const TrainerConfig& config);
 
