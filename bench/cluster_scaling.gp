@@ -13,7 +13,7 @@ set key top right
 set ylabel "seconds per step"
 set yrange [0:*]
 set xtics rotate by -20
-# columns: 1 rate, 2 algo, 4 step_s, 6 allreduce_s, 9 predicted_step_s
-plot datafile using ($4 - $6):xtic(sprintf("%s %s", stringcolumn(1), stringcolumn(2))) title "measured: compute, update, data" lc rgb "#1f77b4", \
+# columns: 1 rate, 2 algo, 4 step_s, 6 allreduce_s, 9 predicted_step_s, 11 accumulate
+plot datafile using ($4 - $6):xtic(sprintf("%s %s%s", stringcolumn(1), stringcolumn(2), $11 > 1 ? sprintf(" K=%d", $11) : "")) title "measured: compute, update, data" lc rgb "#1f77b4", \
      '' using 6 title "measured: all-reduce" lc rgb "#ff7f0e", \
      '' using ($0):9 with points pt 7 ps 2 lc rgb "#000000" title "model: step time"
