@@ -552,7 +552,7 @@ int Trainer::run() {
       auto t1 = Clock::now();
       backend.zero(model.grads().data(), n);
       // Every micro-batch scaled by the whole step's loss terms: their gradients add up to the batch's.
-      const float scale = 1.0f / float(source_->global_units(k));
+      const float scale = source_->gradient_scale(k);
       const uint64_t seed = mix_seed(mix_seed(c_.seed, pos_.step), topo_.world_rank());
       double loss_sum = 0;
       if (c_.accumulate == 1) {

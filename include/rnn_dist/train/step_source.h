@@ -24,6 +24,9 @@ class StepSource {
   virtual void start_epoch(int64_t epoch) = 0;
   virtual Batch load(int64_t k) const = 0;
   virtual int64_t global_units(int64_t k) const = 0;
+  // What every rank scales its slice's summed-loss gradient by at step k, so that the all-reduce's sum is
+  // the gradient of the global batch's mean loss: 1 / the global step's loss terms (tests/test_step_source).
+  float gradient_scale(int64_t k) const { return 1.0f / static_cast<float>(global_units(k)); }
   // Identifies how the data is cut into steps: a run that resumes with the same plan (whatever its rank
   // count) continues exactly where the checkpoint stopped.
   virtual std::string plan() const = 0;
