@@ -544,6 +544,7 @@ int Trainer::run() {
     source_->start_epoch(epoch);
     if (first_k == 0 && c_.batching == "stream") backend.zero(state_.data(), state_.numel());
     reader.request(first_k);
+    double epoch_rows = 0;  // all ranks', all-reduced: checked against the plan when the epoch ran whole
     for (int64_t k = first_k; k < steps_per_epoch && pos_.step < total_steps_; ++k) {
       injected_failure(topo_.world_rank(), pos_.step + 1);
       auto t0 = Clock::now();
@@ -582,6 +583,7 @@ int Trainer::run() {
         throw Error(cat("step ", pos_.step + 1, ": ", e.what()));
       }
       backend.download(totals, model.grads().data() + n, sizeof(totals));
+      epoch_rows += totals[2];
       int64_t stop = g_stop_signal;
       if (watchdog_) watchdog_->arm("the stop-request all-reduce", pos_.step + 1);
       topo_.world->allreduce_max(&stop, 1);
@@ -637,6 +639,18 @@ int Trainer::run() {
       }
     }
     reader.idle();
+    // Every sequence of the plan trained once: a batch that lost or repeated sequences on every rank alike
+    // would pass the comparison of N ranks with 1 rank, but not this.
+    if (first_k == 0 && pos_.step_in_epoch == steps_per_epoch) {
+      if (int64_t(epoch_rows) != source_->epoch_rows())
+        throw Error(cat("epoch ", epoch, " trained ", int64_t(epoch_rows), " rows over all ranks, but its plan holds ",
+                        source_->epoch_rows(), ": the batches lost or repeated sequences"));
+      if (lead_ && metrics_.is_open() && metrics_error_.empty()) {
+        metrics_ << "{\"kind\":\"epoch\",\"epoch\":" << epoch << ",\"step\":" << pos_.step
+                 << ",\"rows\":" << int64_t(epoch_rows) << "}" << std::endl;
+        check_metrics();
+      }
+    }
     // The epoch's checkpoint before its validation, so that an error there loses no training; a run
     // resumed from it validates that epoch first. The plateau schedule learns from the validation: then
     // the checkpoint is written again, validated.

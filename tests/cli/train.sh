@@ -103,6 +103,22 @@ for mode in packed stream; do
     && same_params e-$mode-ref/step-$(printf %08d $end).h5 e-$mode-2/step-$(printf %08d $end).h5 "$mode: 2 ranks to step $stop, then 1 rank in epoch 2" \
     || bad "$mode: 2 ranks then 1 in epoch 2: $(grep -E 'resumed|error' log.e4)"
 done
+# Every sequence of an epoch trained once: the metrics' epoch record counts the rows all ranks trained,
+# which must be the file's (tokens - sequences, for a language model) less the tail the plan drops, on 1
+# rank and on 3 (the trainer also checks it against its plan and fails the run otherwise).
+tokens=$("$BUILD/rnn_dist" info data/train.h5 | sed -n 's/^  tokens: *\([0-9]*\).*/\1/p')
+seqs=$("$BUILD/rnn_dist" info data/train.h5 | sed -n 's/^  sequences: *\([0-9]*\).*/\1/p')
+for np in 1 3; do
+  rm -f ep.jsonl
+  mpirun --oversubscribe -np $np "$BUILD/rnn_dist" train $M --hidden 8 --batch-size $((12 / np)) --epochs 1 --metrics ep.jsonl \
+    > log.ep$np 2>&1 || bad "epoch run on $np: $(tail -1 log.ep$np)"
+  dropped=$(sed -n 's/.*sequences \/ \([0-9]*\) tokens dropped each epoch.*/\1/p' log.ep$np)
+  rows=$(sed -n 's/.*"kind":"epoch".*"rows":\([0-9]*\).*/\1/p' ep.jsonl)
+  [ -n "$rows" ] && [ "$rows" = $((tokens - seqs - ${dropped:-0})) ] \
+    && ok "$np rank(s): epoch 1 trained $rows rows = $tokens tokens - $seqs sequences - ${dropped:-0} dropped" \
+    || bad "$np rank(s): epoch rows '$rows', file $tokens tokens - $seqs sequences - '${dropped}' dropped"
+done
+
 # --accumulate K: K micro-batches per step, one all-reduce, equal to the K times larger batch: 1 rank of 4 x 3
 # and 2 ranks of 2 x 3 give the parameters of 1 rank of 12 after 20 steps; the plan is the big batch's, so
 # a run accumulating resumes without accumulating (12 steps of 4 x 3, then 8 of 12). Stream mode refuses it.

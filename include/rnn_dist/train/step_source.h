@@ -24,6 +24,9 @@ class StepSource {
   virtual void start_epoch(int64_t epoch) = 0;
   virtual Batch load(int64_t k) const = 0;
   virtual int64_t global_units(int64_t k) const = 0;
+  // Rows (input tokens) every rank together trains in one epoch: what an epoch must have trained, each
+  // sequence of the plan once (the trainer checks it).
+  virtual int64_t epoch_rows() const = 0;
   // What every rank scales its slice's summed-loss gradient by at step k, so that the all-reduce's sum is
   // the gradient of the global batch's mean loss: 1 / the global step's loss terms (tests/test_step_source).
   float gradient_scale(int64_t k) const { return 1.0f / static_cast<float>(global_units(k)); }
@@ -50,6 +53,11 @@ class PackedSource : public StepSource {
   int64_t global_units(int64_t k) const override {
     const GlobalBatch& b = cut_.batches[order_[k]];
     return file_.task() == Task::classify ? b.end - b.begin : b.tokens;
+  }
+  int64_t epoch_rows() const override {
+    int64_t rows = 0;
+    for (const GlobalBatch& b : cut_.batches) rows += b.tokens;
+    return rows;
   }
   std::string plan() const override { return plan_; }
   std::string dropped() const override {
@@ -80,6 +88,11 @@ class StreamSource : public StepSource {
   void start_epoch(int64_t) override {}
   Batch load(int64_t k) const override { return stream_batch(stream_, plan_, k, first_, last_); }
   int64_t global_units(int64_t k) const override { return plan_.columns * plan_.step_targets(k); }
+  int64_t epoch_rows() const override {
+    int64_t rows = 0;
+    for (int64_t k = 0; k < steps_per_epoch(); ++k) rows += global_units(k);  // one input row per target
+    return rows;
+  }
   std::string plan() const override { return cat("stream columns=", plan_.columns, " bptt=", plan_.bptt); }
   std::string dropped() const override {
     return plan_.dropped_tokens == 0 ? "" : cat("tail of ", plan_.dropped_tokens, " tokens dropped each epoch");
