@@ -161,11 +161,18 @@ RNN_DIST_REQUEUE_WITHIN=100000000 sbatch --parsable -o requeue.out "${NODE_OPTS[
 id=$(head -1 requeue.id)
 if wait_for requeue.out "^epoch 1 step 40/"; then
   kill -TERM "$(scontrol listpids "$id" | awk '$3 == "batch" && $4 == "0" { print $1 }')"
+  # The release waits 3 s after the requeue: slurmd revokes the old run's job credential, and credential
+  # times have a resolution of one second, so a run started within the same second is refused as "Job
+  # credential revoked" (the job then fails: seen under load, slurmctld's "Killing non-startable batch job").
+  held=""
   for _ in $(seq 450); do
     info=$(scontrol show job "$id")
     grep -q "Restarts=1" <<<"$info" && grep -qE "JobState=(COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL)" <<<"$info" \
       && grep -q "^resumed from" requeue.out && break
-    grep -q "Reason=BeginTime" <<<"$info" && scontrol update JobId="$id" StartTime=now
+    if grep -q "Reason=BeginTime" <<<"$info"; then
+      [ -z "$held" ] && held=$SECONDS
+      [ $((SECONDS - held)) -ge 3 ] && scontrol update JobId="$id" StartTime=now
+    fi
     sleep 0.2
   done
 fi

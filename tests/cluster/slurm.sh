@@ -44,7 +44,8 @@ for launcher in srun mpirun; do
   [ $rc -eq 0 ] && grep -q "rnn_dist check: 4 rank(s) on 2 host(s), 2 node(s)" ref-$launcher.out \
     && grep -q "launcher $launcher, all-reduce hierarchical" ref-$launcher.out && [ -f ref-$launcher/step-00001000.h5 ] \
     && ok "train_multinode.sbatch --nodes=2 ($launcher): 1000 steps, hierarchical" \
-    || bad "train_multinode.sbatch ($launcher): exit $rc: $(tail -5 ref-$launcher.out)"
+    || { bad "train_multinode.sbatch ($launcher): exit $rc: $(tail -5 ref-$launcher.out)"
+         echo "--- ref-$launcher.out (whole: a crash's backtrace is in it)"; cat ref-$launcher.out; }
 done
 h5diff ref-srun/step-00001000.h5 ref-mpirun/step-00001000.h5 /model > launchers.diff 2>&1 \
   && ok "srun and mpirun give the same parameters bitwise" || bad "srun and mpirun differ: $(head -3 launchers.diff)"
@@ -65,7 +66,12 @@ if compgen -G "requeue/step-*.h5" > /dev/null; then
     info=$(on head scontrol show job "$id")
     grep -q "Restarts=1" <<<"$info" && grep -qE "JobState=(COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL)" <<<"$info" \
       && grep -q "^resumed from" requeue.out && break
-    grep -q "Reason=BeginTime" <<<"$info" && on head scontrol update JobId="$id" StartTime=now
+    # Released 3 s after the requeue, as in tests/cli/slurm.sh (a run started within the second of the
+    # old run's credential revocation is refused as "Job credential revoked").
+    if grep -q "Reason=BeginTime" <<<"$info"; then
+      [ -z "${held:-}" ] && held=$SECONDS
+      [ $((SECONDS - held)) -ge 3 ] && on head scontrol update JobId="$id" StartTime=now
+    fi
     sleep 0.2
   done
 fi
