@@ -231,5 +231,17 @@ check "--quiet: no progress on a terminal" test ! -s ttyq.txt
 "$PREP" --input fortunes.txt --output-dir log --format records > /dev/null 2> log.txt
 check "no progress lines in a log of a short run" test ! -s log.txt
 
+# UTF-8 at every length boundary through the whole chain: rnn_prep's char vocabulary holds U+7F, U+80,
+# U+7FF, U+800, U+FFFF, U+10000 and U+10FFFF as themselves, and `rnn_dist sample` echoes a prime of them
+# (encoded through that vocabulary, decoded for printing) byte for byte.
+edges=$'\x7f\xc2\x80\xdf\xbf\xe0\xa0\x80\xef\xbf\xbf\xf0\x90\x80\x80\xf4\x8f\xbf\xbf'
+for i in $(seq 30); do echo "a${edges}b"; done > edges.txt
+"$PREP" --input edges.txt --output-dir edges --valid-fraction 0 > /dev/null 2> edges.err || true
+"$BUILD_DIR/rnn_dist" train --train edges/train.h5 --embed 4 --hidden 4 --layers 1 --batch-size 4 --max-steps 1 --checkpoint-dir edges-ck \
+  --device cpu > /dev/null 2>&1 || true
+"$BUILD_DIR/rnn_dist" sample --checkpoint edges-ck/step-00000001.h5 --prime "$edges" --length 1 --seed 1 > sample.txt 2> /dev/null || true
+check "U+7F ... U+10FFFF through rnn_prep's vocabulary and rnn_dist sample's prime, byte for byte" \
+  test "$(head -c "$(printf '%s' "$edges" | wc -c)" sample.txt | od -An -tx1)" = "$(printf '%s' "$edges" | od -An -tx1)"
+
 echo "$passed passed, $failed failed"
 test "$failed" -eq 0
