@@ -36,7 +36,7 @@ cmake -S "$WT" -B "$WT/build" -DCMAKE_BUILD_TYPE=Release -DRNN_DIST_CUDA=OFF -DR
   && cmake --build "$WT/build" -j"$(nproc)" > "$OUT/build.log" 2>&1 || { echo "mutate: the unmutated tree does not build"; exit 2; }
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 killed=0 total=0
-while IFS=$'\t' read -r name file from to tests; do
+while IFS=$'\t' read -r name file from to tests <&3; do
   [ -z "$name" ] && continue
   [ "$ONLY" != "  " ] && [[ $ONLY != *" $name "* ]] && continue
   total=$((total + 1))
@@ -62,7 +62,7 @@ while IFS=$'\t' read -r name file from to tests; do
   else
     echo "SURVIVED  $name (tests: ${tests:-all})"
   fi
-done <<< "$MUTATIONS"
+done 3<<< "$MUTATIONS"  # on fd 3: the builds and tests must not eat the list on stdin
 git -C "$WT" checkout -q -- .
 echo "$killed of $total mutations killed"
 [ "$killed" = "$total" ]
