@@ -59,6 +59,8 @@ void print_checkpoint(const std::string& path) {
             << "  data plan:  " << (p.plan.empty() ? "unknown" : p.plan)
             << (p.stream_state.empty() ? "" : ", with carried stream state") << "\n"
             << "  optimizer:  " << ck.optimizer_kind << ", " << ck.optimizer_steps << " steps\n";
+  if (!ck.selected_by.empty())
+    std::cout << "  selected:   the best validation " << ck.selected_by << " so far, " << ck.selected_value << "\n";
   double sum_squares = 0;
   for (float v : ck.params) sum_squares += double(v) * v;
   std::cout << "  parameter norm: " << std::sqrt(sum_squares) << "\n";

@@ -212,6 +212,10 @@ CheckpointData read_checkpoint(const std::string& path, Backend& backend) {
   d.position.plateau_factor = f.read_attr_double("/", "plateau_factor");
   d.position.best_loss = f.read_attr_double("/", "best_loss");
   if (f.has_attr("/", "best_objective")) d.position.best_objective = f.read_attr_double("/", "best_objective");
+  if (f.has_attr("/", "selected_by")) {
+    d.selected_by = f.read_attr_string("/", "selected_by");
+    d.selected_value = f.read_attr_double("/", "selected_value");
+  }
   if (f.has_attr("/", "data_plan")) {
     d.position.plan = f.read_attr_string("/", "data_plan");
     d.position.steps_per_epoch = f.read_attr_int("/", "steps_per_epoch");

@@ -44,7 +44,8 @@ grep '"kind":"valid"' m.jsonl | grep -q '"accuracy":.*"macro_f1":' && ! grep -q 
 best=$(grep '"kind":"valid"' m.jsonl | awk -F'"macro_f1":' '{ split($2, v, /[,}]/); split($0, s, /"step":/); split(s[2], t, ",")
   if (v[1] > m) { m = v[1]; at = t[1] } } END { print at }')
 [ -f cb/best.h5 ] && h5dump -a /selected_by cb/best.h5 | grep -q '"macro-f1"' && h5dump -a /step cb/best.h5 | grep -q "(0): $best\$" \
-  && ok "best.h5 is the step of the best validation macro-F1 ($best)" || bad "best.h5: $(ls cb); best step '$best'"
+  && "$BUILD/rnn_dist" info cb/best.h5 | grep -q "^  selected:   the best validation macro-f1 so far, 0\.[0-9]" \
+  && ok "best.h5 is the step of the best validation macro-F1 ($best), and info says so" || bad "best.h5: $(ls cb); best step '$best'"
 "$BUILD/rnn_dist" info cb/best.h5 | grep -q "model:      classify, .*bidirectional, pool mean" \
   && "$BUILD/rnn_dist" info cb/best.h5 | grep -q "labels:     3: col neg pos" \
   && ok "info: task, direction, pooling and labels of the checkpoint" || bad "info: $("$BUILD/rnn_dist" info cb/best.h5 | head -5)"

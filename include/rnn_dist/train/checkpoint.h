@@ -58,6 +58,8 @@ struct CheckpointData {
   std::string optimizer_kind;
   int64_t optimizer_steps = 0;
   std::vector<std::pair<std::string, std::vector<float>>> optimizer_state;  // flat, in Model's order
+  std::string selected_by;    // best.h5: the validation metric that chose it ("" otherwise)
+  double selected_value = 0;  // and its value
 };
 // Reads the model part (configuration, vocabulary, parameters by name and shape, position).
 CheckpointData read_checkpoint(const std::string& path, Backend& backend);
