@@ -31,7 +31,7 @@ for rate in $RATES; do
   awk -v r="$rate" '!/^#/ && NF == 7 { print r, $3, $1, $4, $5, $6 }' "ar.$rate" >> "$DAT"
   if [ "$rate" != off ]; then
     # The largest size, against the link: bytes/s of the rate.
-    awk -v r="$rate" 'BEGIN { n = r + 0; u = substr(r, length(n "") + 1); link = n * (u == "gbit" ? 1e9 : 1e6) / 8 / 1e9 }
+    awk -v r="$rate" 'BEGIN { n = r + 0; u = substr(r, length(n "") + 1); m = (u == "kbit") ? 1e3 : (u == "mbit") ? 1e6 : (u == "gbit") ? 1e9 : 1; link = n * m / 8 / 1e9 }
       !/^#/ && NF == 7 && $1 >= top[$3] { top[$3] = $1; last[$3] = $6 }
       END { ok = last["flat"] <= 1.1 * link && last["hier"] <= 1.6 * link
             printf "   link %.4f GB/s: busbw of the largest size flat %.4f (%.2fx), hierarchical %.4f (%.2fx): %s\n",

@@ -52,6 +52,7 @@ for rate in $RATES; do
     echo "${line% *}" >> "$DAT"
     read -r _ _ steps step comp ar bytes bw pred pred_ar _ tps err <<< "$line"
     within=$(awk -v e="$err" 'BEGIN { print (e <= 0.15 && e >= -0.15) ? "within 15%" : "OFF BY MORE THAN 15%" }')
+    [ "$within" = "within 15%" ] || status=1
     printf "%-8s %-12s K=%d step %.3f s (compute %.3f, all-reduce %.3f = %.0f%% of it), %s tokens/s; predicted %.3f s (all-reduce %.3f at %.4f GB/s busbw): %+.0f%%, %s\n" \
       "$rate" "$algo" "$acc" "$step" "$comp" "$ar" "$(awk -v a="$ar" -v s="$step" 'BEGIN { print 100 * a / s }')" "$tps" "$pred" "$pred_ar" "$bw" \
       "$(awk -v e="$err" 'BEGIN { print 100 * e }')" "$within"

@@ -8,7 +8,7 @@
 
 The module names are the checkpoint's (`emb`, `lstm`, `out` for a language model, `classifier` for a
 classifier or tagger), so `load_state_dict` takes the checkpoint's /model datasets as they are; the LSTM is
-PyTorch's own `nn.LSTM` over packed sequences. tests/python/torch_export.sh checks that its
+PyTorch's own `nn.LSTM` over packed sequences. tests/export/torch.sh checks that its
 log-probabilities equal `rnn_dist eval --log-probs` within 1e-5.
 """
 from __future__ import annotations

@@ -3,7 +3,7 @@
 # a line's exact text and its replacement, and the ctest regex of the tests that ought to catch it, "" for
 # the whole suite) is applied to a scratch worktree of HEAD, built, tested, and reported as killed (some
 # test failed) or SURVIVED, with the kill rate at the end. Not part of CI: each mutation is an incremental
-# build and a test run (about 1-3 minutes on 2 cores). docs/testing.md has the last result.
+# build and a test run (up to a minute each on 2 cores, after a first full build of about 5). docs/testing.md has the last result.
 #   scripts/mutate.sh [OUT_DIR (mutate-out)] [NAME...]     (names: run only those)
 set -uo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)

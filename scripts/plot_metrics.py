@@ -33,6 +33,8 @@ def read_runs(path, label):
         lines = open(path, encoding="utf-8").read().splitlines()
     except OSError as e:
         raise InputError(f"{path}: {e.strerror}")
+    except UnicodeDecodeError as e:
+        raise InputError(f"{path}: not UTF-8 text (byte {e.start})")
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -42,6 +44,9 @@ def read_runs(path, label):
             raise InputError(f"{path}:{n}: not JSON ({e.msg})")
         if not isinstance(rec, dict) or "kind" not in rec or "step" not in rec:
             raise InputError(f"{path}:{n}: not an rnn_dist metrics record (no kind and step)")
+        bad = [k for k, v in rec.items() if k != "kind" and not (isinstance(v, (int, float)) and not isinstance(v, bool))]
+        if bad:
+            raise InputError(f"{path}:{n}: {bad[0]} is not a number")
         if current is None or (rec["kind"] == "train" and last_step is not None and rec["step"] < last_step):
             current = {"train": [], "valid": [], "test": [], "summary": []}
             runs.append(current)

@@ -357,14 +357,18 @@ Fields data_fields(const CheckOptions& o, int world, int rank) {
     // Reading the first and the last sequence proves the token data is there, not only the index.
     train.read_tokens(0, std::min<int64_t>(1, train.num_sequences()), tokens);
     train.read_tokens(std::max<int64_t>(0, train.num_sequences() - 1), train.num_sequences(), tokens);
+    const int64_t framing = framing_of(train.task());
     for (int64_t i = 0; i < train.num_sequences(); ++i)
-      if (train.length(i) < 2) return {"content", cat(o.run.train, ": sequence ", i, " has fewer than 2 tokens")};
+      if (train.length(i) <= framing)
+        return {"content", cat(o.run.train, ": sequence ", i, framing == 1 ? " has fewer than 2 tokens"
+                                                                             : " has no token between <s> and </s>")};
     train_info = cat(o.run.train, ": format version ", train.version(), ", ", train.num_sequences(), " sequences");
     // Stream batching cuts the token stream into columns instead: the packed plan does not apply.
     if (o.run.batching == "packed") {
       BatchCut cut;
       try {
-        cut = cut_global_batches(train.offsets(), step_batching(o.run), world);
+        check_sequences_fit(train.offsets(), o.run.batch, framing);
+        cut = cut_global_batches(train.offsets(), step_batching(o.run), world, framing);
       } catch (const Error& e) {
         return {"batch", cat(o.run.train, ": ", e.what())};
       }

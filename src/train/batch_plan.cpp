@@ -70,19 +70,22 @@ std::vector<SliceRange> balanced_slices(const std::vector<int64_t>& offsets, int
   return out;
 }
 
+void check_sequences_fit(const std::vector<int64_t>& offsets, const BatchingConfig& config, int64_t framing) {
+  if (config.batch_tokens <= 0) return;
+  for (int64_t i = 0; i + 1 < static_cast<int64_t>(offsets.size()); ++i)
+    if (rows(offsets, i, framing) > config.batch_tokens)
+      throw InputError(cat("--batch-tokens ", config.batch_tokens, " is smaller than sequence ", i, " (",
+                           rows(offsets, i, framing), framing == 1 ? " target tokens" : " tokens",
+                           "); raise it or re-run rnn_prep with --max-len"));
+}
+
 BatchCut cut_global_batches(const std::vector<int64_t>& offsets, const BatchingConfig& config, int world,
                             int64_t framing) {
   auto rows_in = [&](int64_t b, int64_t e) { return range_rows(offsets, b, e, framing); };
   if (config.batch_tokens <= 0 && config.batch_size < 1)
     throw InputError(cat("--batch-size must be at least 1 (got ", config.batch_size, ")"));
   const int64_t n = static_cast<int64_t>(offsets.size()) - 1;
-  if (config.batch_tokens > 0) {
-    for (int64_t i = 0; i < n; ++i)
-      if (rows(offsets, i, framing) > config.batch_tokens)
-        throw InputError(cat("--batch-tokens ", config.batch_tokens, " is smaller than sequence ", i, " (",
-                             rows(offsets, i, framing), framing == 1 ? " target tokens" : " tokens",
-                             "); raise it or re-run rnn_prep with --max-len"));
-  }
+  check_sequences_fit(offsets, config, framing);
   BatchCut result;
   for (auto [b, e] : cut(offsets, config, world, world, framing)) {
     const bool full = config.batch_tokens > 0 ? e - b >= world : e - b == config.batch_size * world;

@@ -170,6 +170,7 @@ void Trainer::setup() {
     first_column_ = s->first_column();
     source_ = std::move(s);
   } else {
+    check_sequences_fit(train_->offsets(), c_.batch, framing_of(task));  // a micro-batch holds the longest
     source_ = std::make_unique<PackedSource>(*train_, step_batching(c_), world, topo_.world_rank(), c_.seed);
   }
   total_steps_ = source_->steps_per_epoch() * c_.epochs;
@@ -544,7 +545,7 @@ int Trainer::run() {
     source_->start_epoch(epoch);
     if (first_k == 0 && c_.batching == "stream") backend.zero(state_.data(), state_.numel());
     reader.request(first_k);
-    double epoch_rows = 0;  // all ranks', all-reduced: checked against the plan when the epoch ran whole
+    int64_t epoch_rows = 0;  // this rank's; summed over the ranks and checked against the plan at the end
     for (int64_t k = first_k; k < steps_per_epoch && pos_.step < total_steps_; ++k) {
       injected_failure(topo_.world_rank(), pos_.step + 1);
       auto t0 = Clock::now();
@@ -559,9 +560,11 @@ int Trainer::run() {
       if (c_.accumulate == 1) {
         loss_sum = model.forward_backward(batch, scale, seed, h, cs, h, cs);
       } else {
-        int m = 0;
-        for (const Batch& micro : split_batch(batch, c_.accumulate))
-          loss_sum += model.forward_backward(micro, scale, m++ == 0 ? seed : mix_seed(seed, uint64_t(m)));
+        uint64_t m = 0;
+        for (const Batch& micro : split_batch(batch, c_.accumulate)) {
+          loss_sum += model.forward_backward(micro, scale, m == 0 ? seed : mix_seed(seed, m));
+          ++m;
+        }
       }
       if (injected_nan(topo_.world_rank(), pos_.step + 1)) {
         const float nan = std::numeric_limits<float>::quiet_NaN();
@@ -583,7 +586,7 @@ int Trainer::run() {
         throw Error(cat("step ", pos_.step + 1, ": ", e.what()));
       }
       backend.download(totals, model.grads().data() + n, sizeof(totals));
-      epoch_rows += totals[2];
+      epoch_rows += batch.tokens();
       int64_t stop = g_stop_signal;
       if (watchdog_) watchdog_->arm("the stop-request all-reduce", pos_.step + 1);
       topo_.world->allreduce_max(&stop, 1);
@@ -641,13 +644,18 @@ int Trainer::run() {
     reader.idle();
     // Every sequence of the plan trained once: a batch that lost or repeated sequences on every rank alike
     // would pass the comparison of N ranks with 1 rank, but not this.
+    // Summed in double, exact to 2^53 (the float slots of the gradient all-reduce are not, past 2^24 a step).
     if (first_k == 0 && pos_.step_in_epoch == steps_per_epoch) {
-      if (int64_t(epoch_rows) != source_->epoch_rows())
-        throw Error(cat("epoch ", epoch, " trained ", int64_t(epoch_rows), " rows over all ranks, but its plan holds ",
+      double rows = double(epoch_rows);
+      if (watchdog_) watchdog_->arm("the epoch's row count", pos_.step);
+      topo_.world->allreduce_sum(&rows, 1);
+      if (watchdog_) watchdog_->disarm();
+      if (int64_t(rows) != source_->epoch_rows())
+        throw Error(cat("epoch ", epoch, " trained ", int64_t(rows), " rows over all ranks, but its plan holds ",
                         source_->epoch_rows(), ": the batches lost or repeated sequences"));
       if (lead_ && metrics_.is_open() && metrics_error_.empty()) {
         metrics_ << "{\"kind\":\"epoch\",\"epoch\":" << epoch << ",\"step\":" << pos_.step
-                 << ",\"rows\":" << int64_t(epoch_rows) << "}" << std::endl;
+                 << ",\"rows\":" << int64_t(rows) << "}" << std::endl;
         check_metrics();
       }
     }

@@ -11,8 +11,9 @@ namespace rnn_dist::cpu {
 
 // A fixed team of threads: the caller is member 0, size()-1 workers are started by the constructor. run()
 // executes one function on every member at once. Nothing is allocated after construction (OpenBLAS's own
-// threading allocates on every GEMM, hence this); idle workers spin briefly, then sleep. Every member, the
-// constructing thread included, flushes denormal floats to zero (see team.cpp).
+// threading allocates on every GEMM, hence this); idle workers spin briefly, then sleep. On x86 every
+// member flushes denormal floats to zero (see team.cpp): the workers, and the constructing thread, which
+// is the one that calls run() (the CPU backend's); the setting stays on that thread.
 class Team {
  public:
   static constexpr int kMaxSize = 64;

@@ -82,7 +82,7 @@ class Tensor {
   int64_t numel_ = 0;
 };
 
-// Float offsets inside one buffer are kept at multiples of kAlignElems (256 bytes: what cudaMalloc
+// Float offsets inside one buffer are kept at multiples of kAlignElems (256 bytes: what the CUDA allocator
 // guarantees and cuBLAS and cuDNN expect), so that a region carved out of a buffer is as aligned as the
 // buffer: the model's parameter regions, and h next to c in one state buffer.
 constexpr int64_t kAlignElems = 64;

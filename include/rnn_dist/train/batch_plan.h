@@ -38,6 +38,9 @@ struct BatchCut {
   int64_t dropped_sequences = 0, dropped_tokens = 0;  // the tail that cannot fill a global batch
 };
 
+// Throws InputError when a sequence has more rows than --batch-tokens (with --accumulate, the budget of one
+// micro-batch, which must hold every sequence whole).
+void check_sequences_fit(const std::vector<int64_t>& offsets, const BatchingConfig& config, int64_t framing = 1);
 // Cuts the file (offsets as in SequenceFile) into global batches for `world` ranks. Throws InputError
 // (naming the option) when a sequence does not fit the token budget or the file has too few sequences.
 BatchCut cut_global_batches(const std::vector<int64_t>& offsets, const BatchingConfig& config, int world,
