@@ -2,8 +2,10 @@
 // allreduce_sum(), over MPI on host memory (--device cpu) or over NCCL on each rank's GPU (--device cuda),
 // sizes from --min-bytes to --max-bytes (doubling, plus an odd count that no local size divides), each
 // result checked against the exact sum, with algorithm and bus bandwidth (2(n-1)/n x bytes / time).
+// --dtype bf16 sends the values as bfloat16 (--allreduce-dtype): bytes are then the bytes sent, half the
+// float32 ones for the same count.
 //   mpirun -np N allreduce_bench [--device cpu|cuda] [--ranks-per-node K] [--min-bytes B] [--max-bytes B]
-//                                [--iters I]
+//                                [--iters I] [--dtype fp32|bf16]
 // Exit status 1 if any result is wrong.
 #include <chrono>
 #include <cmath>
@@ -23,7 +25,7 @@ using namespace rnn_dist;
 
 int main(int argc, char** argv) {
   int ranks_per_node = 0, iters = 5;
-  std::string device = "cpu";
+  std::string device = "cpu", dtype = "fp32";
   long long min_bytes = 1024, max_bytes = 256ll << 20;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
@@ -32,6 +34,7 @@ int main(int argc, char** argv) {
     else if (a == "--min-bytes") min_bytes = std::atoll(argv[i + 1]);
     else if (a == "--max-bytes") max_bytes = std::atoll(argv[i + 1]);
     else if (a == "--iters") iters = std::atoi(argv[i + 1]);
+    else if (a == "--dtype") dtype = argv[i + 1];
     else {
       std::fprintf(stderr, "allreduce_bench: unknown option %s\n", a.c_str());
       return 2;
@@ -41,6 +44,12 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "allreduce_bench: --device: unknown device '%s' (cpu or cuda)\n", device.c_str());
     return 2;
   }
+  if (dtype != "fp32" && dtype != "bf16") {
+    std::fprintf(stderr, "allreduce_bench: --dtype: '%s' is not fp32 or bf16\n", dtype.c_str());
+    return 2;
+  }
+  const WireType wire = dtype == "bf16" ? WireType::bf16 : WireType::fp32;
+  const long long elem = wire == WireType::bf16 ? 2 : 4;
   MpiEnvironment mpi(&argc, &argv);
   Topology mpi_topo = make_mpi_topology(ranks_per_node);
   std::unique_ptr<Backend> backend;
@@ -59,12 +68,16 @@ int main(int argc, char** argv) {
   // Sums go through `topo`; the benchmark's own bookkeeping (host values) through MPI.
   Topology& topo = device == "cuda" ? nccl_topo : mpi_topo;
   const int n = topo.world_size(), rank = topo.world_rank();
+  if (wire == WireType::bf16 && n > 16) {
+    if (rank == 0) std::fprintf(stderr, "allreduce_bench: --dtype bf16 checks exact sums of at most 16 ranks\n");
+    return 2;
+  }
   if (rank == 0)
-    std::printf("# %d ranks, %d node(s) of %d, float32 sums over %s\n# %12s %12s %6s %10s %10s %10s %s\n", n, topo.num_nodes,
-                topo.local_size(), device == "cuda" ? "NCCL" : "MPI", "bytes", "count", "algo", "time_us", "algbw_GB/s", "busbw_GB/s", "check");
+    std::printf("# %d ranks, %d node(s) of %d, %s sums over %s\n# %12s %12s %6s %10s %10s %10s %s\n", n, topo.num_nodes,
+                topo.local_size(), wire == WireType::bf16 ? "bfloat16" : "float32", device == "cuda" ? "NCCL" : "MPI", "bytes", "count", "algo", "time_us", "algbw_GB/s", "busbw_GB/s", "check");
   std::vector<long long> counts;
-  for (long long b = min_bytes; b <= max_bytes; b *= 2) counts.push_back(b / 4);
-  counts.push_back(min_bytes / 4 + 3);  // not divisible by any local size above 1 that divides min_bytes/4
+  for (long long b = min_bytes; b <= max_bytes; b *= 2) counts.push_back(b / elem);
+  counts.push_back(min_bytes / elem + 3);  // not divisible by any local size above 1 that divides min_bytes/elem
   // Hierarchical needs equal nodes (the trainer refuses it otherwise); with unequal ones only flat runs.
   int64_t sizes[2] = {topo.local_size(), -topo.local_size()};
   mpi_topo.world->allreduce_max(sizes, 2);
@@ -76,12 +89,13 @@ int main(int argc, char** argv) {
   Tensor data(*backend, {0}), scratch(*backend, {0});
   for (long long count : counts) {
     for (AllreduceAlgo algo : algos) {
-      // Values are small integers, so float sums are exact and the check can demand equality.
+      // Values are small integers, so sums are exact (in bfloat16 too while they stay within 256, up to 16
+      // ranks) and the check can demand equality.
       host.resize(count);
       for (long long i = 0; i < count; ++i) host[i] = float((i * 7 + rank * 13) % 17);
       data.resize(count);
       backend->upload(data.data(), host.data(), count * sizeof(float));
-      allreduce_sum(topo, algo, data.data(), count, scratch);
+      allreduce_sum(topo, algo, data.data(), count, scratch, wire);
       backend->download(host.data(), data.data(), count * sizeof(float));
       bool ok = true;
       for (long long i = 0; i < count && ok; ++i) {
@@ -94,10 +108,10 @@ int main(int argc, char** argv) {
       all_ok = all_ok && bad == 0;
       topo.world->barrier();
       auto t0 = std::chrono::steady_clock::now();
-      for (int k = 0; k < iters; ++k) allreduce_sum(topo, algo, data.data(), count, scratch);
+      for (int k = 0; k < iters; ++k) allreduce_sum(topo, algo, data.data(), count, scratch, wire);
       topo.world->barrier();
       double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
-      double bytes = double(count) * 4, algbw = bytes / us / 1e3, busbw = algbw * 2.0 * (n - 1) / n;
+      double bytes = double(count) * elem, algbw = bytes / us / 1e3, busbw = algbw * 2.0 * (n - 1) / n;
       if (rank == 0)
         std::printf("  %12.0f %12lld %6s %10.1f %10.3f %10.3f %s\n", bytes, count,
                     algo == AllreduceAlgo::flat ? "flat" : "hier", us, algbw, busbw, bad ? "WRONG" : "ok");

@@ -252,7 +252,7 @@ int main(int argc, char** argv) try {
     model.forward_backward(b, float(1.0 / global), 0);
     backend->synchronize();
     auto t1 = Clock::now();
-    allreduce_sum(topo, AllreduceAlgo::flat, model.grads().data(), n + Model::kReduceSlots, scratch);
+    allreduce_sum(topo, AllreduceAlgo::flat, model.grads().data(), n, scratch);
     auto t2 = Clock::now();
     opt.step(model.params().data(), model.grads().data(), 2e-3f);
     backend->synchronize();

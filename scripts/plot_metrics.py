@@ -26,6 +26,10 @@ class InputError(Exception):
     pass
 
 
+# Fields of the summary record that describe the run rather than measure it (not plotted).
+DESCRIPTIVE = {"allreduce_dtype", "overlap", "bucket_elems", "bucket_lead_s"}
+
+
 def read_runs(path, label):
     """The runs of one metrics file: each a dict of lists of records by kind, and the run's label."""
     runs, current, last_step = [], None, None
@@ -44,7 +48,8 @@ def read_runs(path, label):
             raise InputError(f"{path}:{n}: not JSON ({e.msg})")
         if not isinstance(rec, dict) or "kind" not in rec or "step" not in rec:
             raise InputError(f"{path}:{n}: not an rnn_dist metrics record (no kind and step)")
-        bad = [k for k, v in rec.items() if k != "kind" and not (isinstance(v, (int, float)) and not isinstance(v, bool))]
+        bad = [k for k, v in rec.items()
+               if k != "kind" and k not in DESCRIPTIVE and not (isinstance(v, (int, float)) and not isinstance(v, bool))]
         if bad:
             raise InputError(f"{path}:{n}: {bad[0]} is not a number")
         if current is None or (rec["kind"] == "train" and last_step is not None and rec["step"] < last_step):

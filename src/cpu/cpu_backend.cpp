@@ -124,7 +124,7 @@ class CpuLstm final : public Lstm {
   }
 
   void backward(const float* weights, const float* dy, const float* dhn, const float* dcn, float* dx, float* dh0,
-                float* dc0, float* dweights) override {
+                float* dc0, float* dweights, GradientReady* ready) override {
     const Packing& packing = *packing_;
     const int64_t rows = packing.rows(), bh = int64_t{packing.batch()} * shape_.hidden;
     const int H = shape_.hidden, W = dirs_ * H;
@@ -162,6 +162,8 @@ class CpuLstm final : public Lstm {
                                         grads(dweights, l, d), workspace_.data(), &team_);
         if (dirs_ == 2 && din) copy_block(dir_dx, in, 0, din, in, 0, in, rows, d ? &perm_ : nullptr, d == 1);
       }
+      // Layer l's weights (both directions) are final, and so are those of every layer above it.
+      if (ready) ready->final_from(params_[4 * l * dirs_].offset);
       if (l > 0 && drop_ > 0) backend_.dropout(din, rows * in, drop_, seed_ + (l - 1), din);
       dout = din;
     }
@@ -253,6 +255,13 @@ class CpuBackend final : public Backend {
   void copy(void* dst, const void* src, size_t bytes) override { std::memmove(dst, src, bytes); }
   void zero(float* x, int64_t n) override {
     each(n, [&](int64_t i0, int64_t i1) { std::memset(x + i0, 0, static_cast<size_t>(i1 - i0) * sizeof(float)); });
+  }
+  // Single-threaded (not the team): they may run on a communication thread.
+  void to_bf16(Bf16* dst, const float* src, int64_t n) override {
+    for (int64_t i = 0; i < n; ++i) dst[i] = rnn_dist::to_bf16(src[i]);
+  }
+  void from_bf16(float* dst, const Bf16* src, int64_t n) override {
+    for (int64_t i = 0; i < n; ++i) dst[i] = rnn_dist::from_bf16(src[i]);
   }
   void synchronize() override {}
   int64_t logits_block_elems() const override { return int64_t{1} << 22; }  // 16 MB

@@ -164,6 +164,12 @@ class CudaBackend final : public Backend {
   void zero(float* x, int64_t n) override {
     if (n > 0) CUDA_CHECK(cudaMemsetAsync(x, 0, static_cast<size_t>(n) * sizeof(float), stream_.s));
   }
+  void to_bf16(Bf16* dst, const float* src, int64_t n) override {
+    CUDA_LAUNCH_CHECK(launch_to_bf16(src, n, reinterpret_cast<uint16_t*>(dst), stream_.s));
+  }
+  void from_bf16(float* dst, const Bf16* src, int64_t n) override {
+    CUDA_LAUNCH_CHECK(launch_from_bf16(reinterpret_cast<const uint16_t*>(src), n, dst, stream_.s));
+  }
   void synchronize() override { sync_stream(); }
   // 256 MB: a word-level batch (128 x 110 rows, V = 10,000) in 3 blocks, not 34 (each waits for its loss).
   int64_t logits_block_elems() const override { return int64_t{1} << 26; }

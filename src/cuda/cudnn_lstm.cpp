@@ -166,7 +166,7 @@ class CudnnLstm final : public Lstm {
   }
 
   void backward(const float* weights, const float* dy, const float* dhn, const float* dcn, float* dx, float* dh0,
-                float* dc0, float* dweights) override {
+                float* dc0, float* dweights, GradientReady* ready) override {
     if (!saved_.valid) throw Error("CudnnLstm::backward without a training forward before it");
     const int64_t rows = saved_.rows, state = saved_.state, Y = out_;
     const cudaStream_t st = ctx_.stream;
@@ -225,6 +225,8 @@ class CudnnLstm final : public Lstm {
                                            weight_bytes_, dw, workspace_bytes_, workspace_.data(), reserve_bytes_,
                                            reserve_.data()));
     if (bf16_) CUDA_LAUNCH_CHECK(launch_add_from_bf16(dweights, static_cast<const uint16_t*>(dw), weight_elems(), st));
+    // One call computes every layer's weight gradient.
+    if (ready) ready->final_from(0);
   }
 
  private:

@@ -59,19 +59,12 @@ class NcclCommunicator final : public Communicator {
   void allreduce_sum(double* data, int64_t n) override { allreduce(data, n, ncclDouble, ncclSum, "all-reduce"); }
   void allreduce_max(int64_t* data, int64_t n) override { allreduce(data, n, ncclInt64, ncclMax, "all-reduce (max)"); }
 
-  // In place: NCCL's in-place forms are recvbuff = sendbuff + rank * chunk (reduce-scatter) and
-  // sendbuff = recvbuff + rank * chunk (all-gather).
-  void reduce_scatter_sum(float* data, int64_t chunk) override {
-    if (size() == 1 || chunk == 0) return;
-    NCCL_CHECK(ncclReduceScatter(data, data + rank() * chunk, static_cast<size_t>(chunk), ncclFloat, ncclSum,
-                                 live(), ctx_.stream));
-    wait("reduce-scatter");
-  }
-  void allgather(float* data, int64_t chunk) override {
-    if (size() == 1 || chunk == 0) return;
-    NCCL_CHECK(ncclAllGather(data + rank() * chunk, data, static_cast<size_t>(chunk), ncclFloat, live(), ctx_.stream));
-    wait("all-gather");
-  }
+  void reduce_scatter_sum(float* data, int64_t chunk) override { reduce_scatter(data, chunk, ncclFloat); }
+  void allgather(float* data, int64_t chunk) override { gather(data, chunk, ncclFloat); }
+  // NCCL's bfloat16 sum also rounds every partial sum to bfloat16, as the MPI operation does.
+  void allreduce_sum(Bf16* data, int64_t n) override { allreduce(data, n, ncclBfloat16, ncclSum, "all-reduce (bf16)"); }
+  void reduce_scatter_sum(Bf16* data, int64_t chunk) override { reduce_scatter(data, chunk, ncclBfloat16); }
+  void allgather(Bf16* data, int64_t chunk) override { gather(data, chunk, ncclBfloat16); }
   void broadcast(void* data, size_t bytes, int root) override {
     if (size() == 1 || bytes == 0) return;
     NCCL_CHECK(ncclBroadcast(data, data, bytes, ncclUint8, root, live(), ctx_.stream));
@@ -83,6 +76,21 @@ class NcclCommunicator final : public Communicator {
   }
 
  private:
+  // In place: NCCL's in-place forms are recvbuff = sendbuff + rank * chunk (reduce-scatter) and
+  // sendbuff = recvbuff + rank * chunk (all-gather).
+  template <class T>
+  void reduce_scatter(T* data, int64_t chunk, ncclDataType_t type) {
+    if (size() == 1 || chunk == 0) return;
+    NCCL_CHECK(ncclReduceScatter(data, data + rank() * chunk, static_cast<size_t>(chunk), type, ncclSum, live(),
+                                 ctx_.stream));
+    wait("reduce-scatter");
+  }
+  template <class T>
+  void gather(T* data, int64_t chunk, ncclDataType_t type) {
+    if (size() == 1 || chunk == 0) return;
+    NCCL_CHECK(ncclAllGather(data + rank() * chunk, data, static_cast<size_t>(chunk), type, live(), ctx_.stream));
+    wait("all-gather");
+  }
   void allreduce(void* data, int64_t n, ncclDataType_t type, ncclRedOp_t op, const char* what) {
     if (size() == 1 || n == 0) return;  // the sum over one rank is the data itself
     NCCL_CHECK(ncclAllReduce(data, data, static_cast<size_t>(n), type, op, live(), ctx_.stream));

@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "rnn_dist/nn/backend.h"
 #include "rnn_dist/util/error.h"
@@ -44,10 +46,25 @@ class SingleProcess final : public Communicator {
   void allreduce_max(int64_t*, int64_t) override {}
   void reduce_scatter_sum(float*, int64_t) override {}
   void allgather(float*, int64_t) override {}
+  void allreduce_sum(Bf16*, int64_t) override {}
+  void reduce_scatter_sum(Bf16*, int64_t) override {}
+  void allgather(Bf16*, int64_t) override {}
   void broadcast(void*, size_t, int) override {}
   void barrier() override {}
   std::vector<std::string> allgather_strings(const std::string& mine) override { return {mine}; }
 };
+
+// The bfloat16 sum of a hop: both operands widened to fp32, added, rounded back to bfloat16.
+void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  const auto* a = static_cast<const Bf16*>(in);
+  auto* b = static_cast<Bf16*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = to_bf16(from_bf16(a[i]) + from_bf16(b[i]));
+}
+MPI_Op g_bf16_sum = MPI_OP_NULL;  // created by MpiEnvironment, freed before MPI_Finalize
+MPI_Op bf16_sum_op() {
+  if (g_bf16_sum == MPI_OP_NULL) throw Error("the bfloat16 sum is used before MPI is initialised");
+  return g_bf16_sum;
+}
 
 // MPI counts are int: large buffers go in pieces.
 constexpr int64_t kMaxCount = int64_t{1} << 30;
@@ -66,21 +83,16 @@ class MpiCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
+  void set_wait(Wait wait) override { wait_ = wait; }
+
   void allreduce_sum(float* data, int64_t n) override { allreduce(data, n, MPI_FLOAT, MPI_SUM); }
   void allreduce_sum(double* data, int64_t n) override { allreduce(data, n, MPI_DOUBLE, MPI_SUM); }
   void allreduce_max(int64_t* data, int64_t n) override { allreduce(data, n, MPI_INT64_T, MPI_MAX); }
-  void reduce_scatter_sum(float* data, int64_t chunk) override {
-    if (size_ == 1) return;
-    if (chunk > kMaxCount) throw Error("reduce_scatter_sum: chunk too large");
-    MPI_CHECK(MPI_Reduce_scatter_block(MPI_IN_PLACE, data, static_cast<int>(chunk), MPI_FLOAT, MPI_SUM, comm_));
-    // MPI_IN_PLACE leaves the result at the start of the buffer; move it to this rank's slice.
-    if (rank_ != 0) std::memmove(data + rank_ * chunk, data, static_cast<size_t>(chunk) * sizeof(float));
-  }
-  void allgather(float* data, int64_t chunk) override {
-    if (size_ == 1) return;
-    if (chunk > kMaxCount) throw Error("allgather: chunk too large");
-    MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, static_cast<int>(chunk), MPI_FLOAT, comm_));
-  }
+  void reduce_scatter_sum(float* data, int64_t chunk) override { reduce_scatter(data, chunk, MPI_FLOAT, MPI_SUM); }
+  void allgather(float* data, int64_t chunk) override { gather(data, chunk, MPI_FLOAT); }
+  void allreduce_sum(Bf16* data, int64_t n) override { allreduce(data, n, MPI_UINT16_T, bf16_sum_op()); }
+  void reduce_scatter_sum(Bf16* data, int64_t chunk) override { reduce_scatter(data, chunk, MPI_UINT16_T, bf16_sum_op()); }
+  void allgather(Bf16* data, int64_t chunk) override { gather(data, chunk, MPI_UINT16_T); }
   void broadcast(void* data, size_t bytes, int root) override {
     auto* p = static_cast<char*>(data);
     for (size_t done = 0; done < bytes;) {
@@ -104,25 +116,73 @@ class MpiCommunicator final : public Communicator {
 
  private:
   template <class T>
+  void reduce_scatter(T* data, int64_t chunk, MPI_Datatype type, MPI_Op op) {
+    if (size_ == 1) return;
+    if (chunk > kMaxCount) throw Error("reduce_scatter_sum: chunk too large");
+    if (wait_ == Wait::spin) {
+      MPI_CHECK(MPI_Reduce_scatter_block(MPI_IN_PLACE, data, static_cast<int>(chunk), type, op, comm_));
+    } else {
+      MPI_Request req;
+      MPI_CHECK(MPI_Ireduce_scatter_block(MPI_IN_PLACE, data, static_cast<int>(chunk), type, op, comm_, &req));
+      sleep_until_done(req);
+    }
+    // MPI_IN_PLACE leaves the result at the start of the buffer; move it to this rank's slice.
+    if (rank_ != 0) std::memmove(data + rank_ * chunk, data, static_cast<size_t>(chunk) * sizeof(T));
+  }
+  template <class T>
+  void gather(T* data, int64_t chunk, MPI_Datatype type) {
+    if (size_ == 1) return;
+    if (chunk > kMaxCount) throw Error("allgather: chunk too large");
+    if (wait_ == Wait::spin) {
+      MPI_CHECK(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, static_cast<int>(chunk), type, comm_));
+    } else {
+      MPI_Request req;
+      MPI_CHECK(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, static_cast<int>(chunk), type, comm_, &req));
+      sleep_until_done(req);
+    }
+  }
+  template <class T>
   void allreduce(T* data, int64_t n, MPI_Datatype type, MPI_Op op) {
     if (size_ == 1) return;
     for (int64_t done = 0; done < n;) {
       int c = static_cast<int>(std::min(n - done, kMaxCount));
-      MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data + done, c, type, op, comm_));
+      if (wait_ == Wait::spin) {
+        MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data + done, c, type, op, comm_));
+      } else {
+        MPI_Request req;
+        MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data + done, c, type, op, comm_, &req));
+        sleep_until_done(req);
+      }
       done += c;
+    }
+  }
+  // Each test also progresses the collective (Open MPI's non-blocking collectives advance only inside
+  // MPI calls); between tests the thread sleeps, about as long as a shaped 1 Gbit/s link takes for 6 kB.
+  void sleep_until_done(MPI_Request& req) {
+    for (int done = 0;;) {
+      MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
+      if (done) return;
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   }
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
+  Wait wait_ = Wait::spin;
 };
 
 }  // namespace
 
 std::unique_ptr<Communicator> make_single_process_communicator() { return std::make_unique<SingleProcess>(); }
 
+namespace {
+int g_thread_level = -1;  // what MPI_Init_thread granted
+}  // namespace
+
 MpiEnvironment::MpiEnvironment(int* argc, char*** argv) {
   int provided = 0;
-  MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
+  MPI_CHECK(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided));
+  g_thread_level = provided;
+  MPI_CHECK(MPI_Op_create(bf16_sum, /*commute=*/1, &g_bf16_sum));
   // Errors come back as return codes so MPI_CHECK can report them with context.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
 }
@@ -130,8 +190,12 @@ MpiEnvironment::MpiEnvironment(int* argc, char*** argv) {
 MpiEnvironment::~MpiEnvironment() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized) MPI_Finalize();
+  if (finalized) return;
+  if (g_bf16_sum != MPI_OP_NULL) MPI_Op_free(&g_bf16_sum);
+  MPI_Finalize();
 }
+
+bool mpi_threads_serialized() { return g_thread_level >= MPI_THREAD_SERIALIZED; }
 
 void MpiEnvironment::abort(int exit_code) {
   MPI_Abort(MPI_COMM_WORLD, exit_code);
@@ -185,23 +249,56 @@ Topology make_single_process_topology() {
   return t;
 }
 
-void allreduce_sum(Topology& topo, AllreduceAlgo algo, float* data, int64_t n, Tensor& scratch) {
+namespace {
+
+// The hierarchical all-reduce of `wire`, local_size() * chunk values of type T.
+template <class T>
+void hierarchical(Topology& topo, T* wire, int64_t chunk) {
+  topo.node->reduce_scatter_sum(wire, chunk);
+  topo.cross->allreduce_sum(wire + topo.local_rank() * chunk, chunk);
+  topo.node->allgather(wire, chunk);
+}
+
+}  // namespace
+
+void allreduce_sum(Topology& topo, AllreduceAlgo algo, float* data, int64_t n, Tensor& scratch, WireType wire) {
   if (topo.world_size() == 1) return;
-  if (algo == AllreduceAlgo::flat) {
+  if (algo == AllreduceAlgo::flat && wire == WireType::fp32) {
     topo.world->allreduce_sum(data, n);
     return;
   }
-  // Counts are padded to a multiple of the local size so every rank owns an equal slice.
-  const int local = topo.local_size();
-  const int64_t chunk = (n + local - 1) / local;
+  // The hierarchical algorithm pads the count to a multiple of the local size, so that every rank owns an
+  // equal slice; scratch holds the padded values, as floats or as bfloat16.
+  const int local = algo == AllreduceAlgo::flat ? 1 : topo.local_size();
+  const int64_t chunk = (n + local - 1) / local, padded = chunk * local;
+  const size_t elem = wire == WireType::fp32 ? sizeof(float) : sizeof(Bf16);
   Backend& backend = scratch.backend();
-  scratch.resize(chunk * local);
-  backend.copy(scratch.data(), data, static_cast<size_t>(n) * sizeof(float));
-  backend.zero(scratch.data() + n, chunk * local - n);
-  topo.node->reduce_scatter_sum(scratch.data(), chunk);
-  topo.cross->allreduce_sum(scratch.data() + topo.local_rank() * chunk, chunk);
-  topo.node->allgather(scratch.data(), chunk);
-  backend.copy(data, scratch.data(), static_cast<size_t>(n) * sizeof(float));
+  scratch.resize(static_cast<int64_t>((static_cast<size_t>(padded) * elem + sizeof(float) - 1) / sizeof(float)));
+  auto* bytes = reinterpret_cast<char*>(scratch.data());
+  if (wire == WireType::fp32) {
+    backend.copy(bytes, data, static_cast<size_t>(n) * elem);
+  } else {
+    backend.to_bf16(reinterpret_cast<Bf16*>(bytes), data, n);
+  }
+  // The padding is zeroed by an upload, not by the backend's zero(): this may run on a communication
+  // thread beside the backend's kernels (GradientReducer), and a CPU backend's zero() uses its thread team.
+  if (const size_t pad = static_cast<size_t>(padded - n) * elem; pad > 0) {
+    static thread_local std::vector<char> zeros;
+    if (zeros.size() < pad) zeros.resize(pad, 0);
+    backend.upload(bytes + static_cast<size_t>(n) * elem, zeros.data(), pad);
+  }
+  if (wire == WireType::fp32) {
+    hierarchical(topo, scratch.data(), chunk);
+    backend.copy(data, bytes, static_cast<size_t>(n) * elem);
+    return;
+  }
+  auto* values = reinterpret_cast<Bf16*>(bytes);
+  if (algo == AllreduceAlgo::flat) {
+    topo.world->allreduce_sum(values, n);
+  } else {
+    hierarchical(topo, values, chunk);
+  }
+  backend.from_bf16(data, values, n);
 }
 
 }  // namespace rnn_dist

@@ -147,9 +147,9 @@ Model::Model(Backend& backend, const ModelConfig& config, int64_t logits_block_e
   slices_.push_back({head + ".bias", out_b_offset_, {O}});
   const int64_t total = out_b_offset_ + O;
   params_ = Tensor(backend, {total});
-  grads_ = Tensor(backend, {total + kReduceSlots});
+  grads_ = Tensor(backend, {total});
   backend.zero(params_.data(), total);
-  backend.zero(grads_.data(), total + kReduceSlots);
+  backend.zero(grads_.data(), total);
   for (Tensor* t : {&emb_, &emb_drop_, &y_, &pooled_, &feat_drop_, &logits_, &dfeat_, &dy_, &dx_, &state_in_,
                     &state_out_})
     *t = Tensor(backend, {0});
@@ -193,8 +193,8 @@ void Model::upload_params(const std::vector<float>& host) {
 }
 
 double Model::forward_backward(const Batch& batch, float grad_scale, uint64_t dropout_seed, const float* h0,
-                               const float* c0, float* hn, float* cn) {
-  return run(batch, true, grad_scale, dropout_seed, h0, c0, hn, cn);
+                               const float* c0, float* hn, float* cn, GradientReady* ready) {
+  return run(batch, true, grad_scale, dropout_seed, h0, c0, hn, cn, nullptr, ready);
 }
 
 double Model::evaluate(const Batch& batch, const float* h0, const float* c0, float* hn, float* cn) {
@@ -217,7 +217,7 @@ std::vector<float> Model::log_probs(const Batch& batch) {
 }
 
 double Model::run(const Batch& batch, bool train, float grad_scale, uint64_t dropout_seed, const float* h0,
-                  const float* c0, float* hn, float* cn, std::vector<float>* scores) {
+                  const float* c0, float* hn, float* cn, std::vector<float>* scores, GradientReady* ready) {
   const bool classify = config_.task == Task::classify;
   const int B = batch.packing.batch(), D = config_.directions();
   const int64_t rows = batch.tokens(), E = config_.embed, F = config_.features(), O = config_.outputs();
@@ -303,16 +303,25 @@ double Model::run(const Batch& batch, bool train, float grad_scale, uint64_t dro
 
   if (train) {
     const auto b0 = Clock::now();
+    if (ready) ready->final_from(out_w_offset_);
     if (p > 0) backend_.dropout(dfeat.data(), head_rows * F, p, seed_out, dfeat.data());
     if (classify) {
       dy_.resize({rows, F});
       backend_.pool_backward(dfeat_.data(), batch.packing, static_cast<int>(F), D, config_.pool, argmax, dy_.data());
     }
     dx_.resize({rows, E});
+    // The LSTM's offsets are into its own weights.
+    struct Shifted final : GradientReady {
+      GradientReady* to;
+      int64_t by;
+      Shifted(GradientReady* t, int64_t b) : to(t), by(b) {}
+      void final_from(int64_t offset) override { to->final_from(by + offset); }
+    } lstm_ready(ready, lstm_offset_);
     lstm_->backward(param(lstm_offset_), dy_.data(), nullptr, nullptr, dx_.data(), nullptr, nullptr,
-                    grad(lstm_offset_));
+                    grad(lstm_offset_), ready ? &lstm_ready : nullptr);
     if (p > 0) backend_.dropout(dx_.data(), rows * E, p, seed_emb, dx_.data());
     backend_.embedding_backward(ids, rows, dx_.data(), config_.embed, grad(emb_offset_));
+    if (ready) ready->final_from(0);
     backward += seconds_since(b0);
   }
   timing_.backward = backward;

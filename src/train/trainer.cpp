@@ -12,6 +12,7 @@
 #include <cstring>
 #include <fstream>
 #include <iomanip>
+#include <iterator>
 #include <iostream>
 #include <limits>
 #include <optional>
@@ -21,6 +22,7 @@
 #include "rnn_dist/cuda/cuda_device.h"
 #include "rnn_dist/cuda/nccl_communicator.h"
 #include "rnn_dist/data/dataset.h"
+#include "rnn_dist/dist/gradient_reducer.h"
 #include "rnn_dist/dist/rank_errors.h"
 #include "rnn_dist/dist/watchdog.h"
 #include "rnn_dist/train/checkpoint.h"
@@ -40,7 +42,28 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 volatile std::sig_atomic_t g_stop_signal = 0;
+constexpr int kStopSignals[] = {SIGTERM, SIGINT, SIGUSR1};
 extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
+
+// What a step sums over the ranks besides the gradients: its loss sum, loss terms (Batch::units) and
+// input rows, and per stop signal how many ranks received it.
+struct StepTotals {
+  static constexpr int kSize = 3 + std::size(kStopSignals);
+  double v[kSize] = {};
+  StepTotals(double loss_sum, const Batch& batch, int signal) : v{loss_sum, double(batch.units()), double(batch.tokens())} {
+    for (size_t i = 0; i < std::size(kStopSignals); ++i) v[3 + i] = signal == kStopSignals[i];
+  }
+  double loss_sum() const { return v[0]; }
+  double units() const { return v[1]; }
+  double rows() const { return v[2]; }
+  // The largest signal number any rank received (0: none), as every rank computes it from the same sums.
+  int stop_signal() const {
+    int s = 0;
+    for (size_t i = 0; i < std::size(kStopSignals); ++i)
+      if (v[3 + i] > 0) s = std::max(s, kStopSignals[i]);
+    return s;
+  }
+};
 
 // How long the watchdog waits beyond NCCL's own deadline, for NCCL's abort to return (it may block on a
 // peer that hangs: NVIDIA/nccl#863).
@@ -96,6 +119,9 @@ class Trainer {
   std::vector<float> gather_stream_state();
   void scatter_stream_state(const std::vector<float>& global);
   int64_t state_elems() const { return int64_t{c_.model.layers} * local_columns_ * c_.model.hidden; }
+  int64_t bucket_elems() const {
+    return std::max<int64_t>(1, static_cast<int64_t>(c_.bucket_mb * (1 << 20) / sizeof(float)));
+  }
   // Where c starts after h in a state buffer: aligned, as cuDNN wants its state arguments.
   int64_t c_offset() const { return align_elems(state_elems()); }
 
@@ -114,6 +140,8 @@ class Trainer {
   Tensor scratch_;
   std::optional<Watchdog> watchdog_;  // deadline of the set-up and of each step's collectives, with several ranks
   double grace_ = 0;                  // this rank's addition to --comm-timeout (see connect())
+  bool overlap_ = false;              // --overlap, resolved for this rank's device and the world's size
+  std::optional<GradientReducer> reducer_;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
@@ -179,6 +207,8 @@ void Trainer::setup() {
   const DeviceType device = choose_device();
   backend_ = make_backend(device, device_index_, c_.threads,
                           device == DeviceType::cuda ? math_mode_of(c_) : MathMode::fp32);
+  if (c_.overlap == "on" && device == DeviceType::cuda)
+    throw InputError("--overlap on: not on GPUs yet (their all-reduce runs after the backward pass); use --overlap off");
   ModelConfig mc = c_.model;
   mc.task = task;
   mc.vocab = train_->vocab_size();
@@ -186,6 +216,9 @@ void Trainer::setup() {
   mc.pool = parse_pool(c_.pool);
   model_ = std::make_unique<Model>(*backend_, mc);
   model_->init(c_.seed);
+  // Overlap pays where there is something to overlap: several ranks, and gradients of more than one bucket.
+  overlap_ = c_.overlap == "on" || (c_.overlap == "auto" && device == DeviceType::cpu && topo_.world_size() > 1 &&
+                                    model_->num_params() > bucket_elems());
   optimizer_ = std::make_unique<Optimizer>(*backend_, c_.optimizer, model_->num_params());
   schedule_ = std::make_unique<LrSchedule>(c_.schedule, c_.optimizer.lr, total_steps_);
   // Every buffer a step touches lives on this rank's device: the classic multi-GPU failure, checked.
@@ -286,6 +319,12 @@ void Trainer::connect() {
   if (nccl) nccl_topo_ = make_nccl_topology(topo_, *backend_, c_.comm_timeout + grace_);
   reduce_topo_ = nccl ? &nccl_topo_ : &topo_;
   scratch_ = Tensor(*backend_, {0});
+  GradientReducer::Options ro;
+  ro.algo = c_.allreduce == "flat" ? AllreduceAlgo::flat : AllreduceAlgo::hierarchical;
+  ro.wire = c_.allreduce_dtype == "bf16" ? WireType::bf16 : WireType::fp32;
+  ro.overlap = overlap_;
+  ro.bucket_elems = bucket_elems();
+  reducer_.emplace(*reduce_topo_, scratch_, ro, watchdog_ ? &*watchdog_ : nullptr, nccl ? kNcclAbortMargin : 0.0);
   if (c_.verbose) {
     const Device d = backend_->device();
     const std::vector<std::string> lines = topo_.world->allgather_strings(
@@ -303,6 +342,7 @@ void Trainer::connected() {
 }
 
 Trainer::~Trainer() {
+  reducer_.reset();  // its thread first: it uses the communicators
   // Destroying NCCL communicators waits for their peers, which may be gone: under the deadline too.
   if (watchdog_ && nccl_topo_.world) {
     watchdog_->arm("the shutdown of the NCCL communicators", pos_.step);
@@ -518,6 +558,8 @@ int Trainer::run() {
               << " parameters, " << c_.batching << " batching"
               << (c_.accumulate > 1 ? cat(" (", c_.accumulate, " micro-batches per step)") : std::string()) << ", "
               << steps_per_epoch << " steps per epoch, " << total_steps_ << " steps";
+    if (overlap_ && topo_.world_size() > 1)
+      std::cout << ", all-reduce overlapped in " << reducer_->buckets(model_->num_params()) << " bucket(s)";
     if (!source_->dropped().empty()) std::cout << " (" << source_->dropped() << ")";
     std::cout << std::endl;
   }
@@ -525,7 +567,6 @@ int Trainer::run() {
   Model& model = *model_;
   Backend& backend = *backend_;
   const int64_t n = model.num_params();
-  const AllreduceAlgo algo = c_.allreduce == "flat" ? AllreduceAlgo::flat : AllreduceAlgo::hierarchical;
   float* h = c_.batching == "stream" ? state_.data() : nullptr;
   float* cs = c_.batching == "stream" ? state_.data() + c_offset() : nullptr;
   start_ = last_log_ = Clock::now();
@@ -553,47 +594,43 @@ int Trainer::run() {
       if (k + 1 < steps_per_epoch) reader.request(k + 1);
       auto t1 = Clock::now();
       backend.zero(model.grads().data(), n);
-      // Every micro-batch scaled by the whole step's loss terms: their gradients add up to the batch's.
-      const float scale = source_->gradient_scale(k);
-      const uint64_t seed = mix_seed(mix_seed(c_.seed, pos_.step), topo_.world_rank());
-      double loss_sum = 0;
-      if (c_.accumulate == 1) {
-        loss_sum = model.forward_backward(batch, scale, seed, h, cs, h, cs);
-      } else {
-        uint64_t m = 0;
-        for (const Batch& micro : split_batch(batch, c_.accumulate)) {
-          loss_sum += model.forward_backward(micro, scale, m == 0 ? seed : mix_seed(seed, m));
-          ++m;
-        }
-      }
+      // Before the backward pass, which adds to it: with overlap, element 0's bucket leaves with the pass.
       if (injected_nan(topo_.world_rank(), pos_.step + 1)) {
         const float nan = std::numeric_limits<float>::quiet_NaN();
         backend.upload(model.grads().data(), &nan, sizeof(nan));
       }
+      reducer_->begin(model.grads().data(), n, pos_.step + 1);
+      // Every micro-batch scaled by the whole step's loss terms: their gradients add up to the batch's.
+      // Only the last one's backward pass makes gradients final, and overlaps the all-reduce.
+      const float scale = source_->gradient_scale(k);
+      const uint64_t seed = mix_seed(mix_seed(c_.seed, pos_.step), topo_.world_rank());
+      double loss_sum = 0;
+      if (c_.accumulate == 1) {
+        loss_sum = model.forward_backward(batch, scale, seed, h, cs, h, cs, &*reducer_);
+      } else {
+        const std::vector<Batch> micro = split_batch(batch, c_.accumulate);
+        for (size_t m = 0; m < micro.size(); ++m)
+          loss_sum += model.forward_backward(micro[m], scale, m == 0 ? seed : mix_seed(seed, m), nullptr, nullptr,
+                                             nullptr, nullptr, m + 1 == micro.size() ? &*reducer_ : nullptr);
+      }
       auto t2 = Clock::now();
-      // Gradients, loss sum, loss terms and rows in one all-reduce over the gradient buffer; then the stop
-      // requests (a signal on any rank stops every rank after this step).
-      float totals[Model::kReduceSlots] = {static_cast<float>(loss_sum), static_cast<float>(batch.units()),
-                                           static_cast<float>(batch.tokens())};
-      backend.upload(model.grads().data() + n, totals, sizeof(totals));
-      // Under the watchdog; NCCL's collectives have a deadline of their own, which the watchdog backs with
-      // a margin in case NCCL's abort blocks too.
-      if (watchdog_)
-        watchdog_->arm("the gradient all-reduce", pos_.step + 1, reduce_topo_ == &topo_ ? 0.0 : kNcclAbortMargin);
+      // What the backward pass has not sent yet, and the wait for every bucket (the exposed communication).
       try {
-        allreduce_sum(*reduce_topo_, algo, model.grads().data(), n + Model::kReduceSlots, scratch_);
+        reducer_->finish();
       } catch (const Error& e) {
         throw Error(cat("step ", pos_.step + 1, ": ", e.what()));
       }
-      backend.download(totals, model.grads().data() + n, sizeof(totals));
-      epoch_rows += batch.tokens();
-      int64_t stop = g_stop_signal;
-      if (watchdog_) watchdog_->arm("the stop-request all-reduce", pos_.step + 1);
-      topo_.world->allreduce_max(&stop, 1);
+      // The step's loss sum, loss terms and rows, and the stop requests (a signal on any rank stops every
+      // rank after this step), in one small all-reduce of doubles (exact, where float counts are not past 2^24).
+      StepTotals totals(loss_sum, batch, g_stop_signal);
+      if (watchdog_) watchdog_->arm("the step's totals all-reduce", pos_.step + 1);
+      topo_.world->allreduce_sum(totals.v, StepTotals::kSize);
       if (watchdog_) watchdog_->disarm();
+      epoch_rows += batch.tokens();
+      const int stop = totals.stop_signal();
       auto t3 = Clock::now();
       const double norm = std::sqrt(backend.sum_squares(model.grads().data(), n));
-      const double loss = double(totals[0]) / double(totals[1]);
+      const double loss = totals.loss_sum() / totals.units();
       const float lr = schedule_->lr(pos_.step, epoch);
       ++pos_.step;
       pos_.step_in_epoch = k + 1;
@@ -602,10 +639,10 @@ int Trainer::run() {
         const float clip = clip_factor(norm, c_.clip_norm);
         if (clip != 1.0f) backend.scale(model.grads().data(), n, clip);
         optimizer_->step(model.params().data(), model.grads().data(), lr);
-        interval_tokens_ += totals[2];
-        interval_units_ += totals[1];
-        interval_loss_ += totals[0];
-        total_tokens_ += totals[2];
+        interval_tokens_ += totals.rows();
+        interval_units_ += totals.units();
+        interval_loss_ += totals.loss_sum();
+        total_tokens_ += totals.rows();
       } else {
         // Every rank sees the same all-reduced values, so every rank skips the same steps.
         ++bad_steps_;
@@ -687,7 +724,18 @@ int Trainer::run() {
                << ",\"seconds\":" << shortest(total) << ",\"tokens_per_s\":"
                << shortest(total_tokens_ / std::max(total, 1e-9)) << ",\"compute_s\":" << shortest(t_compute_)
                << ",\"allreduce_s\":" << shortest(t_allreduce_) << ",\"data_wait_s\":" << shortest(t_wait_)
-               << ",\"update_s\":" << shortest(t_update_) << "}" << std::endl;
+               << ",\"update_s\":" << shortest(t_update_) << ",\"allreduce_dtype\":\"" << c_.allreduce_dtype
+               << "\",\"overlap\":" << (overlap_ ? "true" : "false");
+      // The buckets' sizes and how long before the backward pass ended each was sent: the model's inputs.
+      if (overlap_) {
+        const std::vector<double> lead = reducer_->mean_lead_seconds();
+        metrics_ << ",\"bucket_elems\":[";
+        for (size_t b = 0; b < lead.size(); ++b) metrics_ << (b ? "," : "") << reducer_->bucket_elems(static_cast<int>(b));
+        metrics_ << "],\"bucket_lead_s\":[";
+        for (size_t b = 0; b < lead.size(); ++b) metrics_ << (b ? "," : "") << shortest(lead[b]);
+        metrics_ << "]";
+      }
+      metrics_ << "}" << std::endl;
       check_metrics();
       metrics_.close();
       check_metrics();
@@ -725,7 +773,7 @@ int Trainer::run() {
 
 int train(const TrainerConfig& config, Topology& topo) {
   // From here a stop signal is deferred to the end of a step (the first one when it came during set-up).
-  for (int sig : {SIGTERM, SIGINT, SIGUSR1}) std::signal(sig, on_stop_signal);
+  for (int sig : kStopSignals) std::signal(sig, on_stop_signal);
   Trainer trainer(config, topo);
   if (int rc = agree_on_errors(topo, [&] { trainer.setup(); })) return rc;
   if (int rc = agree_on_errors(topo, [&] { trainer.check_ranks_agree(); })) return rc;

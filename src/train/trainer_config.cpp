@@ -37,6 +37,13 @@ void check_run_options(const TrainerConfig& c) {
     throw InputError(cat("--device: unknown device '", c.device, "' (auto, cpu or cuda)"));
   if (c.allreduce != "flat" && c.allreduce != "hierarchical")
     throw InputError(cat("--allreduce: unknown algorithm '", c.allreduce, "' (flat or hierarchical)"));
+  if (c.allreduce_dtype != "fp32" && c.allreduce_dtype != "bf16")
+    throw InputError(cat("--allreduce-dtype: '", c.allreduce_dtype, "' is not fp32 or bf16"));
+  if (c.overlap != "auto" && c.overlap != "on" && c.overlap != "off")
+    throw InputError(cat("--overlap: '", c.overlap, "' is not on, off or auto"));
+  if (!(c.bucket_mb > 0) || c.bucket_mb > 1e6) throw InputError(cat("--bucket-mb must be in (0, 1e6] MB, got ", c.bucket_mb));
+  if (c.overlap == "on" && c.device == "cuda")
+    throw InputError("--overlap on: not on GPUs yet (their all-reduce runs after the backward pass); use --overlap off");
 }
 
 BatchingConfig step_batching(const TrainerConfig& c) {

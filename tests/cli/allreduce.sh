@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
 # Flat and hierarchical all-reduce against the exact sum at world sizes 1-4, with one and two ranks per
-# "node", for counts that the local size does not divide (bench/allreduce_bench checks every result).
+# "node", for counts that the local size does not divide, in float32 and in bfloat16 (--dtype bf16:
+# the values are small integers, exact in bfloat16 too; bench/allreduce_bench checks every result).
 # $1 = build directory.
 source "$(dirname "$0")/lib/harness.sh"
-for np in 1 2 3 4; do
-  for rpn in 1 2; do
-    out=$(mpirun --oversubscribe -np $np "$BUILD/bench/allreduce_bench" --ranks-per-node $rpn --min-bytes 4 \
-          --max-bytes 65536 --iters 1 2>&1)
-    if [ $? -eq 0 ] && grep -q "all results correct" <<<"$out" && ! grep -q WRONG <<<"$out"; then
-      ok "-np $np --ranks-per-node $rpn"
-    else
-      bad "-np $np --ranks-per-node $rpn: $(echo "$out" | tail -5)"
-    fi
+for dtype in fp32 bf16; do
+  for np in 1 2 3 4; do
+    for rpn in 1 2; do
+      out=$(mpirun --oversubscribe -np $np "$BUILD/bench/allreduce_bench" --ranks-per-node $rpn --min-bytes 4 \
+            --max-bytes 65536 --iters 1 --dtype $dtype 2>&1)
+      if [ $? -eq 0 ] && grep -q "all results correct" <<<"$out" && ! grep -q WRONG <<<"$out"; then
+        ok "$dtype -np $np --ranks-per-node $rpn"
+      else
+        bad "$dtype -np $np --ranks-per-node $rpn: $(echo "$out" | tail -5)"
+      fi
+    done
   done
 done
 finish

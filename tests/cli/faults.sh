@@ -44,6 +44,25 @@ rc=$?
   && ok "a hanging rank: the watchdog ends the job in $((SECONDS - start)) s (rc $rc), one message" \
   || bad "hanging rank: rc $rc after $((SECONDS - start)) s: $(head -5 err)"
 
+# The same with the all-reduce overlapped in buckets: rank 0's communication thread waits in the first
+# bucket while its backward pass goes on; the watchdog, armed for every bucket, names it.
+start=$SECONDS
+RNN_DIST_TEST_FAIL=1:5:hang timeout 60 $MPI "$BUILD/rnn_dist" train $A --max-steps 50 --comm-timeout 3 \
+  --overlap on --bucket-mb 0.002 > out 2> err
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $((SECONDS - start)) -lt 30 ] && [ "$(grep -c 'rnn_dist: error' err)" -eq 1 ] \
+  && grep -q "rnn_dist: error: rank 0 (.*): step 5: bucket 1 of [0-9]* of the gradient all-reduce did not complete within 3 s" err \
+  && ok "a hanging rank, overlapped all-reduce: the watchdog ends the job in $((SECONDS - start)) s, naming the bucket" \
+  || bad "hanging rank with overlap: rc $rc after $((SECONDS - start)) s: $(head -5 err)"
+# A rank killed while the others' buckets are in flight ends the job too.
+start=$SECONDS
+RNN_DIST_TEST_FAIL=1:5:kill timeout 60 $MPI "$BUILD/rnn_dist" train $A --max-steps 50 --comm-timeout 20 \
+  --overlap on --bucket-mb 0.002 > out 2> err
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $((SECONDS - start)) -lt 30 ] \
+  && ok "a rank killed mid-overlap ends the job in $((SECONDS - start)) s (rc $rc)" \
+  || bad "killed rank with overlap: rc $rc after $((SECONDS - start)) s: $(head -5 err)"
+
 # A placement refused on one node only (emulated nodes: 4 ranks, 2 per node; rank 2 fails where the
 # duplicate-GPU verdict is taken, after the node-level gather): every rank agrees on it before any rank
 # connects, where on GPUs the other node would wait in NCCL's set-up forever. One message, exit 1, and no

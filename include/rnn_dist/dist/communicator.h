@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "rnn_dist/nn/tensor.h"
+#include "rnn_dist/util/bfloat16.h"
 
 namespace rnn_dist {
 
@@ -24,9 +25,20 @@ class Communicator {
   virtual void allreduce_max(int64_t* data, int64_t n) = 0;
   virtual void reduce_scatter_sum(float* data, int64_t chunk) = 0;  // data holds size()*chunk; slice rank() reduced in place
   virtual void allgather(float* data, int64_t chunk) = 0;           // data holds size()*chunk; slice rank() is ours
+  // The same in bfloat16, each hop adding in fp32 and rounding the sum to bfloat16 (MPI: a user-defined
+  // operation; NCCL: ncclBfloat16).
+  virtual void allreduce_sum(Bf16* data, int64_t n) = 0;
+  virtual void reduce_scatter_sum(Bf16* data, int64_t chunk) = 0;
+  virtual void allgather(Bf16* data, int64_t chunk) = 0;
   virtual void broadcast(void* data, size_t bytes, int root) = 0;
   virtual void barrier() = 0;
   virtual std::vector<std::string> allgather_strings(const std::string& mine) = 0;
+
+  // How the float collectives above wait for their peers. `spin`: the library's own blocking call (Open
+  // MPI polls without pause). `sleep`: a non-blocking collective, tested with a short sleep between tests,
+  // so that a communication thread beside the compute threads leaves them the cores. Only MPI has a choice.
+  enum class Wait { spin, sleep };
+  virtual void set_wait(Wait) {}
 };
 
 // The one-process stand-in: every collective is the identity.
@@ -46,8 +58,10 @@ struct Topology {
   int local_size() const { return node->size(); }
 };
 
-// MPI environment: initialises MPI on construction (thread level "funneled") and finalises on
-// destruction. abort() ends every rank of the job with the given exit code.
+// MPI environment: initialises MPI on construction and finalises on destruction. The thread level asked
+// for is "serialized": a communication thread may call MPI while the main thread does not
+// (mpi_threads_serialized() says whether the library granted it). abort() ends every rank of the job with
+// the given exit code.
 class MpiEnvironment {
  public:
   MpiEnvironment(int* argc, char*** argv);
@@ -56,6 +70,8 @@ class MpiEnvironment {
   MpiEnvironment& operator=(const MpiEnvironment&) = delete;
   [[noreturn]] static void abort(int exit_code);
 };
+// True when MPI was initialised at thread level "serialized" or above (false without MPI).
+bool mpi_threads_serialized();
 
 // Builds the topology over MPI_COMM_WORLD. Nodes come from MPI_Comm_split_type(SHARED) unless
 // ranks_per_node > 0, which groups consecutive world ranks (to test multi-node layouts on one machine).
@@ -68,10 +84,15 @@ Topology make_single_process_topology();
 std::string mpi_library_version();
 
 enum class AllreduceAlgo { flat, hierarchical };
+// What the values travel as: fp32, or bf16 (half the bytes; each rank's values rounded to bfloat16, every
+// partial sum too, and the result converted back to fp32).
+enum class WireType { fp32, bf16 };
 // Sums data over the world, either with one all-reduce or hierarchically: reduce-scatter within the
 // node, all-reduce of each slice across nodes, all-gather within the node. The one implementation for
 // MPI and NCCL topologies: `scratch` is a tensor of the backend that holds `data` (host memory for MPI,
-// the GPU for NCCL); the hierarchical algorithm pads the count to a multiple of the local size in it.
-void allreduce_sum(Topology& topo, AllreduceAlgo algo, float* data, int64_t n, Tensor& scratch);
+// the GPU for NCCL); the hierarchical algorithm pads the count to a multiple of the local size in it,
+// and bf16 converts the values into it. With one rank nothing is sent and nothing rounded.
+void allreduce_sum(Topology& topo, AllreduceAlgo algo, float* data, int64_t n, Tensor& scratch,
+                   WireType wire = WireType::fp32);
 
 }  // namespace rnn_dist

@@ -11,6 +11,7 @@
 
 #include "rnn_dist/nn/packing.h"
 #include "rnn_dist/nn/tensor.h"
+#include "rnn_dist/util/bfloat16.h"
 
 namespace rnn_dist {
 
@@ -19,6 +20,20 @@ struct ParamSlice {
   std::string name;
   int64_t offset = 0;  // elements from the start of the region that holds it
   std::vector<int64_t> shape;
+};
+
+// Told during a backward pass which gradients are final, so that their all-reduce can start while the
+// pass goes on: final_from(offset) means every gradient from `offset` to the end of the buffer is final.
+// A backward pass finishes the output layer first and the embedding last, and the flat layout puts them
+// in the opposite order, so gradients become final from the end of the buffer towards its start.
+// Offsets are relative to the buffer the callee was given; they never increase during one pass. On an
+// asynchronous device "final" means that the kernels computing them have been issued on the backend's stream.
+class GradientReady {
+ public:
+  virtual void final_from(int64_t offset) = 0;
+
+ protected:
+  ~GradientReady() = default;
 };
 
 struct LstmShape {
@@ -43,8 +58,10 @@ class Lstm {
   virtual void forward(const float* weights, const Packing& packing, const float* x, const float* h0, const float* c0,
                        float* y, float* hn, float* cn, bool training, uint64_t dropout_seed) = 0;
   // Gradients of the last training forward(): dweights accumulates; dx, dh0, dc0 are overwritten (null = skip).
+  // `ready` (may be null) hears of weight gradients as they become final (offsets into dweights): per
+  // layer where the implementation computes them per layer, else once at the end.
   virtual void backward(const float* weights, const float* dy, const float* dhn, const float* dcn, float* dx,
-                        float* dh0, float* dc0, float* dweights) = 0;
+                        float* dh0, float* dc0, float* dweights, GradientReady* ready = nullptr) = 0;
 };
 
 class Backend {
@@ -53,13 +70,18 @@ class Backend {
   virtual Device device() const = 0;
   virtual std::string device_name() const = 0;  // human-readable, for placement lines
 
-  // Memory.
+  // Memory. On the CPU backend allocate, deallocate, upload, download, copy and the bf16 conversions may
+  // also be called from a communication thread while the owning thread runs kernels (GradientReducer, whose
+  // overlap runs on host memory only); everything else, and everything of a GPU backend, belongs to one thread.
   virtual void* allocate(size_t bytes) = 0;
   virtual void deallocate(void* p) noexcept = 0;
   virtual void upload(void* device_dst, const void* host_src, size_t bytes) = 0;
   virtual void download(void* host_dst, const void* device_src, size_t bytes) = 0;
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;  // device to device
   virtual void zero(float* x, int64_t n) = 0;
+  // dst = src rounded to bfloat16 (nearest, ties to even), and back: gradients under --allreduce-dtype bf16.
+  virtual void to_bf16(Bf16* dst, const float* src, int64_t n) = 0;
+  virtual void from_bf16(float* dst, const Bf16* src, int64_t n) = 0;
   // Waits until every operation issued so far has finished (a no-op where calls are synchronous): for
   // timing asynchronous devices.
   virtual void synchronize() = 0;

@@ -64,10 +64,8 @@ class Model {
   const ModelConfig& config() const { return config_; }
   Backend& backend() const { return backend_; }
   Tensor& params() { return params_; }
-  // num_params() gradients followed by kReduceSlots floats in which the trainer puts the step's loss sum,
-  // its count of loss terms (Batch::units) and of input rows, so that one all-reduce carries them all.
+  // num_params() gradients, in the same layout as params().
   Tensor& grads() { return grads_; }
-  static constexpr int64_t kReduceSlots = 3;
   int64_t num_params() const { return params_.numel(); }  // elements of params(), the alignment gaps included
   int64_t parameter_count() const;  // parameters proper: the elements of every named tensor, as PyTorch counts
   // Offsets into params()/grads(), each region 256-byte aligned (kAlignElems); the gaps between them are zero.
@@ -81,8 +79,11 @@ class Model {
   // h0/c0 ((layers * directions) x B x hidden, device memory of backend(), or null for zeros) set the initial state;
   // hn/cn (device memory, may be null) receive the final state of every sequence. hn/cn may alias h0/c0,
   // as the stream-mode trainer carries its state: the initial state is copied into a workspace first.
+  // `ready` (may be null) hears of gradients as they become final (offsets into grads()): the output
+  // layer's, each LSTM layer's where the backend computes them per layer, then the embedding's.
   double forward_backward(const Batch& batch, float grad_scale, uint64_t dropout_seed, const float* h0 = nullptr,
-                          const float* c0 = nullptr, float* hn = nullptr, float* cn = nullptr);
+                          const float* c0 = nullptr, float* hn = nullptr, float* cn = nullptr,
+                          GradientReady* ready = nullptr);
   double evaluate(const Batch& batch, const float* h0 = nullptr, const float* c0 = nullptr, float* hn = nullptr,
                   float* cn = nullptr);
 
@@ -109,7 +110,8 @@ class Model {
   // One pass over the batch: the loss (with train, also the gradients), or with `scores` the logits
   // downloaded instead.
   double run(const Batch& batch, bool train, float grad_scale, uint64_t dropout_seed, const float* h0,
-             const float* c0, float* hn, float* cn, std::vector<float>* scores = nullptr);
+             const float* c0, float* hn, float* cn, std::vector<float>* scores = nullptr,
+             GradientReady* ready = nullptr);
   float* param(int64_t offset) { return params_.data() + offset; }
   float* grad(int64_t offset) { return grads_.data() + offset; }
 

@@ -1,7 +1,7 @@
 // The training job behind `rnn_dist train`: every rank plans the same steps, reads only its own part of
-// each, computes the gradient of its part's summed loss scaled by 1/(global target tokens), and one
-// all-reduce per step (gradients, loss sum and token count in one buffer) makes every rank's update
-// equal. Packed mode trains on shuffled global batches of whole sequences; stream mode on a token stream
+// each, computes the gradient of its part's summed loss scaled by 1/(global target tokens), and the
+// gradients' all-reduce makes every rank's update equal (one small all-reduce beside it carries the loss
+// sum, the counts and the stop requests). Packed mode trains on shuffled global batches of whole sequences; stream mode on a token stream
 // with the hidden state carried between steps (truncated BPTT).
 #pragma once
 

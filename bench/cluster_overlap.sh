@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Overlap and bfloat16 all-reduce on the test cluster (tests/cluster/cluster.sh, 2 nodes x 2 ranks) at
+# shaped link rates where the all-reduce takes roughly 30-100% of compute: `rnn_dist train` of config S
+# (as bench/cluster_scaling.sh: E=64 H=256 L=2, 8 sequences per rank, char-level fortunes), 40 steps,
+# --overlap off|on (--bucket-mb 0.5) x --allreduce-dtype fp32|bf16.
+#
+# At each rate it first measures the flat all-reduce's bus bandwidth by size (bench/allreduce_bench, every
+# sum checked), then predicts every run's step time as compute + update + data wait (measured in that
+# run) + exposed communication:
+#   without overlap: wire bytes x 2(n-1)/n / busbw(wire bytes)
+#   with overlap: the buckets' all-reduces one after another, bucket b starting when it was sent (its
+#   lead before the end of the backward pass, from the run's metrics) or when b-1 ends, each taking its
+#   wire bytes x 2(n-1)/n / busbw(its bytes); exposed = how far the last one ends after the backward pass.
+# It reports how much of the hideable communication the overlap hid, (T_off - T_on) / min(C, A), with C
+# and A the off run's compute (all but the all-reduce) and all-reduce per step, against the ideal step
+# max(C, A); and bf16's speed-up. Checks: every allreduce_bench sum exact, every run's final loss finite,
+# overlap's loss equal to off's (same parameters), bf16's within 0.02 of fp32's; predictions are
+# reported against the 15% target. Writes OUT/cluster_overlap.dat. Needs root and namespaces.
+#   bench/cluster_overlap.sh BUILD_DIR [OUT_DIR (bench-out)] [RATES ("1gbit 500mbit 300mbit")]
+set -uo pipefail
+OUT=$(mkdir -p "${2:-bench-out}" && cd "${2:-bench-out}" && pwd)
+RATES=${3:-"1gbit 500mbit 300mbit"}
+NODES=2
+source "$(cd "$(dirname "$0")" && pwd)/../tests/cluster/lib.sh"  # makes the cluster, removes it at exit
+cp "$BUILD/bench/allreduce_bench" "$BIN/"
+hostfile h22 2 2
+mapfile -t inputs < <(find /usr/share/games/fortunes -maxdepth 1 -type f ! -name '*.dat' ! -name '*.u8' | sort)
+"$BIN/rnn_prep" --input "${inputs[@]}" --output-dir data --format records --record-sep '%' --tokenizer char \
+  --max-len 400 --valid-fraction 0 --seed 1 > /dev/null || { echo "rnn_prep failed"; exit 1; }
+DAT=$OUT/cluster_overlap.dat
+echo "# rate overlap dtype steps step_s other_s allreduce_s predicted_step_s predicted_allreduce_s error tokens_per_s loss" > "$DAT"
+status=0
+for rate in $RATES; do
+  for node in $NODES; do bash "$CLUSTER" shape "$D" "$node" "$rate" || exit 1; done
+  mpi h22 4 "$BIN/allreduce_bench" --min-bytes 131072 --max-bytes 4194304 --iters 3 > "ar.$rate" 2>&1
+  grep -q "^# all results correct" "ar.$rate" || { echo "FAILED: allreduce_bench at $rate: $(tail -2 "ar.$rate")"; status=1; }
+  awk '!/^#/ && NF == 7 && $3 == "flat" { print $1, $6 }' "ar.$rate" > "busbw.$rate"
+  echo "== $rate: flat busbw $(awk '{ printf "%s%.0f kB %.4f GB/s", NR > 1 ? ", " : "", $1 / 1024, $2 }' "busbw.$rate")"
+  for run in off:fp32 on:fp32 off:bf16 on:bf16; do
+    overlap=${run%:*} dtype=${run#*:}
+    rm -f m.jsonl
+    mpi h22 4 "$BIN/rnn_dist" train --train data/train.h5 --embed 64 --hidden 256 --layers 2 --batch-size 8 \
+      --max-steps 40 --log-every 40 --threads 1 --device cpu --overlap "$overlap" --bucket-mb 0.5 \
+      --allreduce-dtype "$dtype" --metrics m.jsonl > "train.$rate.$run" 2>&1 \
+      || { echo "FAILED: train at $rate, $run: $(tail -2 "train.$rate.$run")"; status=1; continue; }
+    params=$(sed -n 's/^rnn_dist train: 4 rank(s), \([0-9]*\) parameters.*/\1/p' "train.$rate.$run")
+    loss=$(grep -o 'step 40/40 loss [0-9.a-z]*' "train.$rate.$run" | awk '{ print $4 }')
+    line=$(awk -v r="$rate" -v p="$params" -v ov="$overlap" -v dt="$dtype" -v loss="$loss" '
+      function busbw(bytes,   i) {  # at the nearest measured size at or above bytes (the largest past it)
+        for (i = 1; i <= m; ++i) if (size[i] >= bytes) return bw[i]
+        return bw[m] }
+      function field(key,   s) { if (!match($0, "\"" key "\":[0-9.e+-]+")) return 0
+        s = substr($0, RSTART, RLENGTH); sub(/.*:/, "", s); return s + 0 }
+      function list(key, out,   s) { if (!match($0, "\"" key "\":\\[[^]]*\\]")) return 0
+        s = substr($0, RSTART, RLENGTH); sub(/.*\[/, "", s); sub(/\]/, "", s); return split(s, out, ",") }
+      FILENAME == ARGV[1] { size[++m] = $1; bw[m] = $2; next }
+      /"kind":"summary"/ { steps = field("step"); sec = field("seconds"); ar = field("allreduce_s")
+        tps = field("tokens_per_s"); nb = list("bucket_elems", elems); list("bucket_lead_s", lead) }
+      END { n = 4; f = 2 * (n - 1) / n; elem = dt == "bf16" ? 2 : 4
+        if (ov == "on") {
+          t = -1e30
+          for (b = 1; b <= nb; ++b) { start = -lead[b] > t ? -lead[b] : t; t = start + elems[b] * elem * f / busbw(elems[b] * elem) }
+          pred_ar = t > 0 ? t : 0
+        } else pred_ar = p * elem * f / busbw(p * elem)
+        step = sec / steps; other = (sec - ar) / steps; pred = other + pred_ar; err = (pred - step) / step
+        printf "%s %s %s %d %.4f %.4f %.4f %.4f %.4f %+.3f %.0f %s\n", r, ov, dt, steps, step, other, ar / steps, pred, pred_ar, err, tps, loss }' \
+      "busbw.$rate" m.jsonl)
+    echo "$line" >> "$DAT"
+    read -r _ _ _ _ step other ar pred pred_ar err tps _ <<< "$line"
+    printf "   overlap %-3s %s: step %.3f s (all-reduce exposed %.3f, the rest %.3f), %s tokens/s, loss %s; predicted %.3f s (exposed %.3f): %+.0f%%%s\n" \
+      "$overlap" "$dtype" "$step" "$ar" "$other" "$tps" "$loss" "$pred" "$pred_ar" "$(awk -v e="$err" 'BEGIN { print 100 * e }')" \
+      "$(awk -v e="$err" 'BEGIN { print (e <= 0.15 && e >= -0.15) ? "" : ", OFF BY MORE THAN 15%" }')"
+  done
+  # Per rate: what overlap hid, what bf16 saved; the losses checked.
+  awk -v r="$rate" '$1 == r { s[$2 "." $3] = $5; o[$2 "." $3] = $6; a[$2 "." $3] = $7; l[$2 "." $3] = $12 }
+    END { bad = 0
+      for (k in l) if (l[k] == "" || l[k] !~ /^[0-9.]+$/) { printf "   FAILED: %s loss \"%s\"\n", k, l[k]; bad = 1 }
+      if (l["on.fp32"] != l["off.fp32"]) { printf "   FAILED: overlap changed the loss (%s, off %s)\n", l["on.fp32"], l["off.fp32"]; bad = 1 }
+      d = l["off.bf16"] - l["off.fp32"]; if (d < 0) d = -d
+      if (d > 0.02) { printf "   FAILED: bf16 loss %s vs fp32 %s\n", l["off.bf16"], l["off.fp32"]; bad = 1 }
+      split("fp32 bf16", dts, " ")
+      for (i = 1; i <= 2; ++i) { t = dts[i]; C = o["off." t]; A = a["off." t]; hide = C < A ? C : A; ideal = C > A ? C : A
+        printf "   %s: without overlap %.3f s (compute etc. %.3f, all-reduce %.3f = %.0f%% of compute); with %.3f s; ideal max(C, A) %.3f s; hid %.0f%% of the hideable %.3f s\n",
+          t, s["off." t], C, A, 100 * A / C, s["on." t], ideal, 100 * (s["off." t] - s["on." t]) / hide, hide }
+      printf "   bf16 speed-up: %.2fx without overlap, %.2fx with\n", s["off.fp32"] / s["off.bf16"], s["on.fp32"] / s["on.bf16"]
+      exit bad }' "$DAT" || status=1
+done
+for node in $NODES; do bash "$CLUSTER" shape "$D" "$node" off; done
+echo "results: $DAT"
+exit $status

@@ -1,0 +1,88 @@
+// The gradient all-reduce of a training step: at the end of the step in one call, or overlapped with the
+// backward pass in buckets that a communication thread sums as soon as their gradients are final.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "rnn_dist/dist/communicator.h"
+#include "rnn_dist/dist/watchdog.h"
+#include "rnn_dist/nn/backend.h"
+
+namespace rnn_dist {
+
+// Buckets are fixed slices of the flat gradient buffer, cut from its end (the output layer, final first)
+// towards its start (the embedding, final last), as PyTorch DDP cuts its buckets in the reverse order of
+// the parameters. A bucket is sent once the backward pass reports (final_from) that it is final; its
+// all-reduce runs on the communication thread while the pass goes on; finish() sends what is left and
+// waits for all. Without overlap nothing is sent before finish(), which then sums the whole buffer in one
+// all-reduce on the calling thread, as a step always did.
+//
+// Each element is summed by the same algorithm either way, but over a different message size, for which
+// MPI may choose another algorithm and so another order of the ranks' additions: with two ranks the sums
+// are bitwise those of one all-reduce; with more they agree to rounding.
+class GradientReducer final : public GradientReady {
+ public:
+  struct Options {
+    AllreduceAlgo algo = AllreduceAlgo::flat;
+    WireType wire = WireType::fp32;
+    bool overlap = false;
+    int64_t bucket_elems = int64_t{25} << 18;  // 25 MB of floats
+  };
+  // `topo` and `scratch` (a tensor of the backend that holds the gradients) as for allreduce_sum();
+  // `watchdog` (may be null) is armed around every bucket, with `margin` (see Watchdog::arm). With
+  // overlap, the MPI communicators of `topo` wait by sleeping (Communicator::Wait), and the thread is
+  // the only caller of MPI between begin() and finish(): MPI must be at thread level "serialized".
+  GradientReducer(Topology& topo, Tensor& scratch, const Options& options, Watchdog* watchdog, double margin);
+  ~GradientReducer();
+  GradientReducer(const GradientReducer&) = delete;
+  GradientReducer& operator=(const GradientReducer&) = delete;
+
+  // Starts step `step`'s all-reduce of data[0, n) (n fixed for the reducer's life): nothing is sent yet.
+  void begin(float* data, int64_t n, int64_t step);
+  // Gradients [offset, n) are final: sends every bucket that lies inside them (overlap only).
+  void final_from(int64_t offset) override;
+  // Sends the remaining buckets and returns when every one has been summed; throws the first error.
+  void finish();
+
+  // How many buckets a buffer of n elements is cut into (1 without overlap).
+  int buckets(int64_t n) const;
+  // Bucket b's elements (the last bucket, at the buffer's start, may be shorter).
+  int64_t bucket_elems(int b) const { return bucket_end(b) - bucket_begin(b); }
+  // Per bucket, in the order sent: how long before finish() it was sent, averaged over the steps so far
+  // (0 for those finish() sends): the window its all-reduce had beside the backward pass, for the model
+  // of overlapped step time (docs/scaling.md).
+  std::vector<double> mean_lead_seconds() const;
+
+ private:
+  void communicate();
+  void reduce(int64_t begin, int64_t end, int bucket);
+  int64_t bucket_begin(int b) const { return std::max<int64_t>(0, n_ - (b + 1) * options_.bucket_elems); }
+  int64_t bucket_end(int b) const { return n_ - b * options_.bucket_elems; }
+
+  Topology& topo_;
+  Tensor& scratch_;
+  const Options options_;
+  Watchdog* watchdog_;
+  const double margin_;
+  float* data_ = nullptr;
+  int64_t n_ = 0, step_ = 0;
+  int parts_ = 1;
+  // Shared with the communication thread, under m_: buckets [0, sent_) may be summed, [0, done_) are.
+  std::mutex m_;
+  std::condition_variable cv_;
+  int sent_ = 0, done_ = 0;
+  std::vector<std::chrono::steady_clock::time_point> sent_at_;  // this step's, per bucket
+  std::vector<double> lead_sum_;                                // summed over the steps
+  int64_t steps_ = 0;
+  bool quit_ = false;
+  std::exception_ptr error_;
+  std::thread thread_;  // last: started once the members above exist (overlap only)
+};
+
+}  // namespace rnn_dist

@@ -1,0 +1,121 @@
+// GradientReducer (see gradient_reducer.h): the buckets' bookkeeping and the communication thread.
+#include "rnn_dist/dist/gradient_reducer.h"
+
+#include <algorithm>
+
+#include "rnn_dist/util/error.h"
+
+namespace rnn_dist {
+
+GradientReducer::GradientReducer(Topology& topo, Tensor& scratch, const Options& options, Watchdog* watchdog,
+                                 double margin)
+    : topo_(topo), scratch_(scratch), options_(options), watchdog_(watchdog), margin_(margin) {
+  if (options_.bucket_elems < 1) throw Error(cat("GradientReducer: bucket of ", options_.bucket_elems, " elements"));
+  if (!options_.overlap || topo_.world_size() == 1) return;
+  if (!mpi_threads_serialized())
+    throw InputError("--overlap on: this MPI library does not allow a communication thread (thread level "
+                     "\"serialized\"); use --overlap off");
+  // The thread sleeps between its tests of a collective rather than spin on a core that compute needs.
+  for (Communicator* c : {topo_.world.get(), topo_.node.get(), topo_.cross.get()}) c->set_wait(Communicator::Wait::sleep);
+  thread_ = std::thread([this] { communicate(); });
+}
+
+GradientReducer::~GradientReducer() {
+  if (!thread_.joinable()) return;
+  {
+    std::lock_guard lock(m_);
+    quit_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+int GradientReducer::buckets(int64_t n) const {
+  if (!thread_.joinable()) return 1;
+  return static_cast<int>(std::max<int64_t>(1, (n + options_.bucket_elems - 1) / options_.bucket_elems));
+}
+
+void GradientReducer::begin(float* data, int64_t n, int64_t step) {
+  std::lock_guard lock(m_);
+  if (sent_ != done_) throw Error("GradientReducer::begin while buckets of the last step are outstanding");
+  data_ = data, n_ = n, step_ = step;
+  parts_ = buckets(n);
+  sent_ = done_ = 0;
+  if (static_cast<int>(lead_sum_.size()) != parts_) {
+    lead_sum_.assign(static_cast<size_t>(parts_), 0.0);
+    sent_at_.resize(static_cast<size_t>(parts_));
+    steps_ = 0;
+  }
+  error_ = nullptr;
+}
+
+void GradientReducer::final_from(int64_t offset) {
+  if (!thread_.joinable()) return;
+  {
+    std::lock_guard lock(m_);
+    const int before = sent_;
+    while (sent_ < parts_ && bucket_begin(sent_) >= offset) ++sent_;
+    if (sent_ == before) return;
+    const auto now = std::chrono::steady_clock::now();
+    for (int b = before; b < sent_; ++b) sent_at_[static_cast<size_t>(b)] = now;
+  }
+  cv_.notify_all();
+}
+
+void GradientReducer::finish() {
+  if (!thread_.joinable()) {
+    reduce(0, n_, 0);
+    return;
+  }
+  const auto end = std::chrono::steady_clock::now();
+  final_from(0);
+  std::unique_lock lock(m_);
+  for (int b = 0; b < parts_; ++b)
+    lead_sum_[static_cast<size_t>(b)] += std::chrono::duration<double>(end - sent_at_[static_cast<size_t>(b)]).count();
+  ++steps_;
+  cv_.wait(lock, [&] { return done_ == sent_ || error_; });
+  if (error_) {
+    // The thread has stopped: what it had not summed is abandoned with the step.
+    sent_ = done_;
+    std::rethrow_exception(error_);
+  }
+}
+
+std::vector<double> GradientReducer::mean_lead_seconds() const {
+  std::vector<double> out(lead_sum_.size(), 0.0);
+  for (size_t b = 0; b < out.size() && steps_ > 0; ++b) out[b] = std::max(0.0, lead_sum_[b] / double(steps_));
+  return out;
+}
+
+void GradientReducer::reduce(int64_t begin, int64_t end, int bucket) {
+  if (topo_.world_size() == 1 || end <= begin) return;
+  if (watchdog_) watchdog_->arm("the gradient all-reduce", step_, margin_, bucket + 1, parts_);
+  allreduce_sum(topo_, options_.algo, data_ + begin, end - begin, scratch_, options_.wire);
+  if (watchdog_) watchdog_->disarm();
+}
+
+void GradientReducer::communicate() {
+  std::unique_lock lock(m_);
+  for (;;) {
+    cv_.wait(lock, [&] { return quit_ || (done_ < sent_ && !error_); });
+    if (quit_) return;
+    const int b = done_;
+    const int64_t begin = bucket_begin(b), end = bucket_end(b);
+    lock.unlock();
+    std::exception_ptr error;
+    try {
+      reduce(begin, end, b);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    lock.lock();
+    if (error) {
+      error_ = error;
+    } else {
+      ++done_;
+    }
+    cv_.notify_all();
+  }
+}
+
+}  // namespace rnn_dist
