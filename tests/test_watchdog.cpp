@@ -26,6 +26,26 @@ TEST(WatchdogDeathTest, EndsTheProcessWhenACollectiveOverruns) {
       "rnn_dist: error: rank 3 \\(host n17\\): step 7: the gradient all-reduce did not complete within 0.2 s");
 }
 
+// The overlapped all-reduce arms it per group of buckets (GradientReducer): the message names them.
+TEST(WatchdogDeathTest, TheMessageNamesTheBuckets) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        Watchdog w(0.2, 0.0, "rank 0 (host n1)");
+        w.arm("the gradient all-reduce", 4, 0, 2, 3, 5);
+        sleep_s(5);
+      },
+      testing::ExitedWithCode(3),
+      "rank 0 \\(host n1\\): step 4: buckets 2-3 of 5 of the gradient all-reduce did not complete within 0.2 s");
+  EXPECT_EXIT(
+      {
+        Watchdog w(0.2, 0.0, "rank 0 (host n1)");
+        w.arm("the gradient all-reduce", 4, 0, 5, 5, 5);
+        sleep_s(5);
+      },
+      testing::ExitedWithCode(3), "step 4: bucket 5 of 5 of the gradient all-reduce did not complete");
+}
+
 TEST(WatchdogDeathTest, BeforeTheFirstStepTheMessageNamesNoStep) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -149,25 +150,32 @@ class MpiCommunicator final : public Communicator {
       if (wait_ == Wait::spin) {
         MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data + done, c, type, op, comm_));
       } else {
+        // Not in place: for in-place calls Open MPI's non-blocking all-reduce (libnbc) always takes a
+        // binomial tree, a reduce to one rank and a broadcast back (as it does below 4 ranks); with a
+        // separate send buffer it picks a bandwidth-optimal algorithm (measured in docs/scaling.md).
+        send_copy_.resize(static_cast<size_t>(c) * sizeof(T));
+        std::memcpy(send_copy_.data(), data + done, send_copy_.size());
         MPI_Request req;
-        MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data + done, c, type, op, comm_, &req));
+        MPI_CHECK(MPI_Iallreduce(send_copy_.data(), data + done, c, type, op, comm_, &req));
         sleep_until_done(req);
       }
       done += c;
     }
   }
   // Each test also progresses the collective (Open MPI's non-blocking collectives advance only inside
-  // MPI calls); between tests the thread sleeps, about as long as a shaped 1 Gbit/s link takes for 6 kB.
+  // MPI calls); between tests the thread sleeps 200 us, 25 kB at 1 Gbit/s. Measured on the test cluster
+  // (docs/scaling.md): 50 us cost the compute threads 5% more than 200 us and hid no more; 500 us hid less.
   void sleep_until_done(MPI_Request& req) {
     for (int done = 0;;) {
       MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
       if (done) return;
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
   }
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
   Wait wait_ = Wait::spin;
+  std::vector<char> send_copy_;  // Wait::sleep: the all-reduce's send buffer
 };
 
 }  // namespace

@@ -2,6 +2,7 @@
 #include "rnn_dist/dist/gradient_reducer.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "rnn_dist/util/error.h"
 
@@ -16,7 +17,7 @@ GradientReducer::GradientReducer(Topology& topo, Tensor& scratch, const Options&
     throw InputError("--overlap on: this MPI library does not allow a communication thread (thread level "
                      "\"serialized\"); use --overlap off");
   // The thread sleeps between its tests of a collective rather than spin on a core that compute needs.
-  for (Communicator* c : {topo_.world.get(), topo_.node.get(), topo_.cross.get()}) c->set_wait(Communicator::Wait::sleep);
+  for (Communicator* c : {topo_.world.get(), topo_.node.get(), topo_.cross.get()}) c->set_wait(getenv("EXP_SPIN") ? Communicator::Wait::spin : Communicator::Wait::sleep);
   thread_ = std::thread([this] { communicate(); });
 }
 
@@ -40,10 +41,12 @@ void GradientReducer::begin(float* data, int64_t n, int64_t step) {
   if (sent_ != done_) throw Error("GradientReducer::begin while buckets of the last step are outstanding");
   data_ = data, n_ = n, step_ = step;
   parts_ = buckets(n);
-  sent_ = done_ = 0;
+  sent_ = done_ = next_group_ = 0;
+  groups_.clear();
   if (static_cast<int>(lead_sum_.size()) != parts_) {
     lead_sum_.assign(static_cast<size_t>(parts_), 0.0);
     sent_at_.resize(static_cast<size_t>(parts_));
+    groups_.reserve(static_cast<size_t>(parts_));  // no allocation in later steps
     steps_ = 0;
   }
   error_ = nullptr;
@@ -58,13 +61,14 @@ void GradientReducer::final_from(int64_t offset) {
     if (sent_ == before) return;
     const auto now = std::chrono::steady_clock::now();
     for (int b = before; b < sent_; ++b) sent_at_[static_cast<size_t>(b)] = now;
+    groups_.push_back(sent_);
   }
   cv_.notify_all();
 }
 
 void GradientReducer::finish() {
   if (!thread_.joinable()) {
-    reduce(0, n_, 0);
+    reduce(0, n_, 0, 0);
     return;
   }
   const auto end = std::chrono::steady_clock::now();
@@ -87,9 +91,9 @@ std::vector<double> GradientReducer::mean_lead_seconds() const {
   return out;
 }
 
-void GradientReducer::reduce(int64_t begin, int64_t end, int bucket) {
+void GradientReducer::reduce(int64_t begin, int64_t end, int first, int last) {
   if (topo_.world_size() == 1 || end <= begin) return;
-  if (watchdog_) watchdog_->arm("the gradient all-reduce", step_, margin_, bucket + 1, parts_);
+  if (watchdog_) watchdog_->arm("the gradient all-reduce", step_, margin_, first + 1, last + 1, parts_);
   allreduce_sum(topo_, options_.algo, data_ + begin, end - begin, scratch_, options_.wire);
   if (watchdog_) watchdog_->disarm();
 }
@@ -99,12 +103,15 @@ void GradientReducer::communicate() {
   for (;;) {
     cv_.wait(lock, [&] { return quit_ || (done_ < sent_ && !error_); });
     if (quit_) return;
-    const int b = done_;
-    const int64_t begin = bucket_begin(b), end = bucket_end(b);
+    // The buckets of one final_from() call go together, in one all-reduce: they are contiguous and were
+    // final at once, and one call pays one latency. The grouping follows the backward pass alone, so every
+    // rank issues the same all-reduces (as MPI requires) and every run the same (as --deterministic does).
+    const int first = done_, last = groups_[static_cast<size_t>(next_group_++)] - 1;
+    const int64_t begin = bucket_begin(last), end = bucket_end(first);
     lock.unlock();
     std::exception_ptr error;
     try {
-      reduce(begin, end, b);
+      reduce(begin, end, first, last);
     } catch (...) {
       error = std::current_exception();
     }
@@ -112,7 +119,7 @@ void GradientReducer::communicate() {
     if (error) {
       error_ = error;
     } else {
-      ++done_;
+      done_ = last + 1;
     }
     cv_.notify_all();
   }

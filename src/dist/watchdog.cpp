@@ -22,13 +22,14 @@ Watchdog::~Watchdog() {
   thread_.join();
 }
 
-void Watchdog::arm(const char* what, int64_t step, double margin, int part, int parts) {
+void Watchdog::arm(const char* what, int64_t step, double margin, int first, int last, int parts) {
   {
     std::lock_guard lock(m_);
     what_ = what;
     step_ = step;
     margin_ = margin;
-    part_ = part;
+    first_ = first;
+    last_ = last;
     parts_ = parts;
     armed_ = true;
     ++generation_;
@@ -57,7 +58,10 @@ void Watchdog::watch() {
     if (cv_.wait_until(lock, deadline, [&] { return quit_ || !armed_ || generation_ != armed_as; })) continue;
     // Not std::exit: the main thread is blocked inside MPI, and only an exit without clean-up is safe.
     std::cerr << "rnn_dist: error: " << who_ << ": " << (step_ > 0 ? cat("step ", step_, ": ") : "")
-              << (parts_ > 1 ? cat("bucket ", part_, " of ", parts_, " of ") : "") << what_
+              << (parts_ <= 1     ? std::string()
+                  : first_ == last_ ? cat("bucket ", first_, " of ", parts_, " of ")
+                                    : cat("buckets ", first_, "-", last_, " of ", parts_, " of "))
+              << what_
               << " did not complete within " << limit
               << " s: a peer rank has probably died or hangs (--comm-timeout); ending the job" << std::endl;
     std::_Exit(3);

@@ -216,8 +216,10 @@ void Trainer::setup() {
   mc.pool = parse_pool(c_.pool);
   model_ = std::make_unique<Model>(*backend_, mc);
   model_->init(c_.seed);
-  // Overlap pays where there is something to overlap: several ranks, and gradients of more than one bucket.
-  overlap_ = c_.overlap == "on" || (c_.overlap == "auto" && device == DeviceType::cpu && topo_.world_size() > 1 &&
+  // Overlap pays where there is something to overlap, gradients of more than one bucket, and from 4 ranks
+  // on: below that Open MPI's non-blocking all-reduce is a binomial tree, twice the bytes of the blocking
+  // ring (docs/scaling.md).
+  overlap_ = c_.overlap == "on" || (c_.overlap == "auto" && device == DeviceType::cpu && topo_.world_size() >= 4 &&
                                     model_->num_params() > bucket_elems());
   optimizer_ = std::make_unique<Optimizer>(*backend_, c_.optimizer, model_->num_params());
   schedule_ = std::make_unique<LrSchedule>(c_.schedule, c_.optimizer.lr, total_steps_);

@@ -48,11 +48,13 @@ train 2 aon --batch-size 2 --accumulate 3 --overlap on
 # (Micro-batches add their gradients in another order than one batch: within 1e-5, as cli.train's --accumulate.)
 if h5diff -d 1e-5 off2/$P aon/$P /model > diff.out 2>&1; then ok "--accumulate 3 x 2 with overlap vs batches of 6: within 1e-5"
 else bad "--accumulate with overlap: $(head -3 diff.out)"; fi
-# auto: a model of one bucket has nothing to overlap; of several, it overlaps.
-train 2 auto1 --batch-size 6 --bucket-mb 25
-train 2 auto16 --batch-size 6
-! grep -q "overlapped" log.auto1 && grep -q "overlapped in 16 bucket(s)" log.auto16 \
-  && ok "--overlap auto: off for one bucket, on for 16" || bad "auto: $(grep 'rnn_dist train' log.auto1 log.auto16)"
+# auto: on from 4 ranks when the gradients fill several buckets; off for one bucket, or below 4 ranks.
+train 4 auto4 --batch-size 3
+train 4 auto4one --batch-size 3 --bucket-mb 25
+train 2 auto2 --batch-size 6
+grep -q "overlapped in 16 bucket(s)" log.auto4 && ! grep -q "overlapped" log.auto4one && ! grep -q "overlapped" log.auto2 \
+  && ok "--overlap auto: on for 4 ranks and 16 buckets, off for one bucket or 2 ranks" \
+  || bad "auto: $(grep 'rnn_dist train' log.auto4 log.auto4one log.auto2)"
 
 # bfloat16 gradients: nothing travels on 1 rank, so nothing is rounded; on 2 ranks the parameters move
 # off fp32's by bfloat16 rounding (the test fails if they are bitwise equal: nothing was rounded) and

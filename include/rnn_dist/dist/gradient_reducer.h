@@ -19,8 +19,9 @@ namespace rnn_dist {
 // Buckets are fixed slices of the flat gradient buffer, cut from its end (the output layer, final first)
 // towards its start (the embedding, final last), as PyTorch DDP cuts its buckets in the reverse order of
 // the parameters. A bucket is sent once the backward pass reports (final_from) that it is final; its
-// all-reduce runs on the communication thread while the pass goes on; finish() sends what is left and
-// waits for all. Without overlap nothing is sent before finish(), which then sums the whole buffer in one
+// all-reduce runs on the communication thread while the pass goes on (the buckets one report makes final
+// go together, in one all-reduce: one latency, not one each); finish() sends what is left and waits for
+// all. Without overlap nothing is sent before finish(), which then sums the whole buffer in one
 // all-reduce on the calling thread, as a step always did.
 //
 // Each element is summed by the same algorithm either way, but over a different message size, for which
@@ -61,7 +62,7 @@ class GradientReducer final : public GradientReady {
 
  private:
   void communicate();
-  void reduce(int64_t begin, int64_t end, int bucket);
+  void reduce(int64_t begin, int64_t end, int first, int last);
   int64_t bucket_begin(int b) const { return std::max<int64_t>(0, n_ - (b + 1) * options_.bucket_elems); }
   int64_t bucket_end(int b) const { return n_ - b * options_.bucket_elems; }
 
@@ -77,6 +78,8 @@ class GradientReducer final : public GradientReady {
   std::mutex m_;
   std::condition_variable cv_;
   int sent_ = 0, done_ = 0;
+  std::vector<int> groups_;  // per final_from() that sent buckets: the end of what it sent
+  int next_group_ = 0;       // the first group the thread has not taken
   std::vector<std::chrono::steady_clock::time_point> sent_at_;  // this step's, per bucket
   std::vector<double> lead_sum_;                                // summed over the steps
   int64_t steps_ = 0;

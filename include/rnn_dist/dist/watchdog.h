@@ -25,10 +25,11 @@ class Watchdog {
   Watchdog& operator=(const Watchdog&) = delete;
 
   // Starts the clock for collective `what` (a string literal, "the gradient all-reduce") of `step` (0:
-  // before the first step), part `part` of `parts` when parts > 1 (a bucket); disarm() stops it. The
-  // limit is `seconds` + `margin` (+ grace). If it runs out, one line goes to stderr and the process exits
-  // with status 3. Arming allocates nothing: it happens every training step. Any thread may arm and disarm.
-  void arm(const char* what, int64_t step, double margin = 0, int part = 0, int parts = 0);
+  // before the first step), parts `first` to `last` of `parts` when parts > 1 (buckets); disarm() stops
+  // it. The limit is `seconds` + `margin` (+ grace). If it runs out, one line goes to stderr and the
+  // process exits with status 3. Arming allocates nothing: it happens every training step. Any thread may
+  // arm and disarm.
+  void arm(const char* what, int64_t step, double margin = 0, int first = 0, int last = 0, int parts = 0);
   void disarm();
 
  private:
@@ -41,7 +42,7 @@ class Watchdog {
   const char* what_ = "";
   int64_t step_ = 0;
   double margin_ = 0;
-  int part_ = 0, parts_ = 0;
+  int first_ = 0, last_ = 0, parts_ = 0;
   bool armed_ = false, quit_ = false;
   unsigned long generation_ = 0;  // counts arm() calls, so that a re-arm restarts the clock
   std::thread thread_;            // last: starts once the members above exist
