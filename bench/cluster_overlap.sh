@@ -17,14 +17,16 @@
 # step max(C, A); and the exposed all-reduce saved, (A - A_on), over what the model says can be saved
 # given when the buckets become final (predicted off minus predicted on); and bf16's speed-up. Checks: every allreduce_bench sum exact, every run's final loss finite,
 # overlap's loss equal to off's (same parameters), bf16's within 0.02 of fp32's; predictions are
-# reported against the 15% target. Writes OUT/cluster_overlap.dat. Needs root and namespaces.
+# reported against the 15% target. Writes OUT/cluster_overlap.dat and, with gnuplot, the chart
+# OUT/cluster_overlap.png (bench/cluster_overlap.gp). Needs root and namespaces.
 #   bench/cluster_overlap.sh BUILD_DIR [OUT_DIR (bench-out)] [RATES ("1gbit 500mbit 300mbit")] [REPS (3)]
 set -uo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
 OUT=$(mkdir -p "${2:-bench-out}" && cd "${2:-bench-out}" && pwd)
 RATES=${3:-"1gbit 500mbit 300mbit"}
 REPS=${4:-3}
 NODES=2
-source "$(cd "$(dirname "$0")" && pwd)/../tests/cluster/lib.sh"  # makes the cluster, removes it at exit
+source "$HERE/../tests/cluster/lib.sh"  # makes the cluster, removes it at exit
 cp "$BUILD/bench/allreduce_bench" "$BIN/"
 hostfile h22 2 2
 mapfile -t inputs < <(find /usr/share/games/fortunes -maxdepth 1 -type f ! -name '*.dat' ! -name '*.u8' | sort)
@@ -101,4 +103,10 @@ for rate in $RATES; do
 done
 for node in $NODES; do bash "$CLUSTER" shape "$D" "$node" off; done
 echo "results: $DAT"
+if command -v gnuplot > /dev/null; then
+  gnuplot -e "datafile='$DAT'; outfile='$OUT/cluster_overlap.png'" "$HERE/cluster_overlap.gp" \
+    && echo "chart: $OUT/cluster_overlap.png"
+else
+  echo "gnuplot not installed: no chart (apt-get install gnuplot-nox)"
+fi
 exit $status

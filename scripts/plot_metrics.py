@@ -27,7 +27,7 @@ class InputError(Exception):
 
 
 # Fields of the summary record that describe the run rather than measure it (not plotted).
-DESCRIPTIVE = {"allreduce_dtype", "overlap", "bucket_elems", "bucket_lead_s"}
+DESCRIPTIVE = {"allreduce_dtype", "overlap", "bucket_elems", "bucket_lead_s", "bucket_done_s"}
 
 
 def read_runs(path, label):

@@ -45,7 +45,9 @@ void GradientReducer::begin(float* data, int64_t n, int64_t step) {
   groups_.clear();
   if (static_cast<int>(lead_sum_.size()) != parts_) {
     lead_sum_.assign(static_cast<size_t>(parts_), 0.0);
+    done_sum_.assign(static_cast<size_t>(parts_), 0.0);
     sent_at_.resize(static_cast<size_t>(parts_));
+    done_at_.resize(static_cast<size_t>(parts_));
     groups_.reserve(static_cast<size_t>(parts_));  // no allocation in later steps
     steps_ = 0;
   }
@@ -74,20 +76,28 @@ void GradientReducer::finish() {
   const auto end = std::chrono::steady_clock::now();
   final_from(0);
   std::unique_lock lock(m_);
-  for (int b = 0; b < parts_; ++b)
-    lead_sum_[static_cast<size_t>(b)] += std::chrono::duration<double>(end - sent_at_[static_cast<size_t>(b)]).count();
-  ++steps_;
   cv_.wait(lock, [&] { return done_ == sent_ || error_; });
   if (error_) {
     // The thread has stopped: what it had not summed is abandoned with the step.
     sent_ = done_;
     std::rethrow_exception(error_);
   }
+  for (size_t b = 0; b < static_cast<size_t>(parts_); ++b) {
+    lead_sum_[b] += std::chrono::duration<double>(end - sent_at_[b]).count();
+    done_sum_[b] += std::chrono::duration<double>(done_at_[b] - end).count();
+  }
+  ++steps_;
 }
 
 std::vector<double> GradientReducer::mean_lead_seconds() const {
   std::vector<double> out(lead_sum_.size(), 0.0);
   for (size_t b = 0; b < out.size() && steps_ > 0; ++b) out[b] = std::max(0.0, lead_sum_[b] / double(steps_));
+  return out;
+}
+
+std::vector<double> GradientReducer::mean_done_seconds() const {
+  std::vector<double> out(done_sum_.size(), 0.0);
+  for (size_t b = 0; b < out.size() && steps_ > 0; ++b) out[b] = done_sum_[b] / double(steps_);
   return out;
 }
 
@@ -119,6 +129,8 @@ void GradientReducer::communicate() {
     if (error) {
       error_ = error;
     } else {
+      const auto now = std::chrono::steady_clock::now();
+      for (int b = first; b <= last; ++b) done_at_[static_cast<size_t>(b)] = now;
       done_ = last + 1;
     }
     cv_.notify_all();

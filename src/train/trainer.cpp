@@ -728,13 +728,17 @@ int Trainer::run() {
                << ",\"allreduce_s\":" << shortest(t_allreduce_) << ",\"data_wait_s\":" << shortest(t_wait_)
                << ",\"update_s\":" << shortest(t_update_) << ",\"allreduce_dtype\":\"" << c_.allreduce_dtype
                << "\",\"overlap\":" << (overlap_ ? "true" : "false");
-      // The buckets' sizes and how long before the backward pass ended each was sent: the model's inputs.
+      // The buckets' sizes, how long before the backward pass ended each was sent (the model's inputs) and
+      // when it completed.
       if (overlap_) {
         const std::vector<double> lead = reducer_->mean_lead_seconds();
         metrics_ << ",\"bucket_elems\":[";
         for (size_t b = 0; b < lead.size(); ++b) metrics_ << (b ? "," : "") << reducer_->bucket_elems(static_cast<int>(b));
         metrics_ << "],\"bucket_lead_s\":[";
         for (size_t b = 0; b < lead.size(); ++b) metrics_ << (b ? "," : "") << shortest(lead[b]);
+        const std::vector<double> done = reducer_->mean_done_seconds();
+        metrics_ << "],\"bucket_done_s\":[";
+        for (size_t b = 0; b < done.size(); ++b) metrics_ << (b ? "," : "") << shortest(done[b]);
         metrics_ << "]";
       }
       metrics_ << "}" << std::endl;

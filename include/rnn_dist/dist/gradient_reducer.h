@@ -59,6 +59,9 @@ class GradientReducer final : public GradientReady {
   // (0 for those finish() sends): the window its all-reduce had beside the backward pass, for the model
   // of overlapped step time (docs/scaling.md).
   std::vector<double> mean_lead_seconds() const;
+  // Per bucket: when its all-reduce completed, relative to finish() (negative: before the backward pass
+  // ended), averaged over the steps: with the leads, how fast the buckets moved beside the compute.
+  std::vector<double> mean_done_seconds() const;
 
  private:
   void communicate();
@@ -81,7 +84,8 @@ class GradientReducer final : public GradientReady {
   std::vector<int> groups_;  // per final_from() that sent buckets: the end of what it sent
   int next_group_ = 0;       // the first group the thread has not taken
   std::vector<std::chrono::steady_clock::time_point> sent_at_;  // this step's, per bucket
-  std::vector<double> lead_sum_;                                // summed over the steps
+  std::vector<std::chrono::steady_clock::time_point> done_at_;  // this step's, per bucket
+  std::vector<double> lead_sum_, done_sum_;                     // summed over the steps
   int64_t steps_ = 0;
   bool quit_ = false;
   std::exception_ptr error_;
