@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Overlap and bfloat16 all-reduce on the test cluster (tests/cluster/cluster.sh, 2 nodes x 2 ranks) at
+# Overlap and bfloat16 all-reduce on the test cluster (tests/cluster/cluster.sh, NODES nodes x 2 ranks) at
 # shaped link rates where the all-reduce takes roughly 30-100% of compute: `rnn_dist train` of config S
 # (as bench/cluster_scaling.sh: E=64 H=256 L=2, 8 sequences per rank, char-level fortunes), 40 steps,
 # --overlap off|on (--bucket-mb 0.5) x --allreduce-dtype fp32|bf16, REPS times each, interleaved (this
@@ -19,38 +19,42 @@
 # overlap's loss equal to off's (same parameters), bf16's within 0.02 of fp32's; predictions are
 # reported against the 15% target. Writes OUT/cluster_overlap.dat and, with gnuplot, the chart
 # OUT/cluster_overlap.png (bench/cluster_overlap.gp). Needs root and namespaces.
+# With one node every all-reduce stays on it (shared memory): the rate shapes nothing there.
 #   bench/cluster_overlap.sh BUILD_DIR [OUT_DIR (bench-out)] [RATES ("1gbit 500mbit 300mbit")] [REPS (3)]
+#                            [NODES (2)]
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 OUT=$(mkdir -p "${2:-bench-out}" && cd "${2:-bench-out}" && pwd)
 RATES=${3:-"1gbit 500mbit 300mbit"}
 REPS=${4:-3}
-NODES=2
+NODE_COUNT=${5:-2}
+NODES=$NODE_COUNT  # lib.sh makes that many nodes, then names them in NODES
+RANKS=$((2 * NODE_COUNT))
 source "$HERE/../tests/cluster/lib.sh"  # makes the cluster, removes it at exit
 cp "$BUILD/bench/allreduce_bench" "$BIN/"
-hostfile h22 2 2
+hostfile hosts $(for _ in $(seq "$NODE_COUNT"); do echo 2; done)
 mapfile -t inputs < <(find /usr/share/games/fortunes -maxdepth 1 -type f ! -name '*.dat' ! -name '*.u8' | sort)
 "$BIN/rnn_prep" --input "${inputs[@]}" --output-dir data --format records --record-sep '%' --tokenizer char \
   --max-len 400 --valid-fraction 0 --seed 1 > /dev/null || { echo "rnn_prep failed"; exit 1; }
-DAT=$OUT/cluster_overlap.dat
+DAT=$OUT/cluster_overlap$([ "$NODE_COUNT" -ne 2 ] && echo ".${NODE_COUNT}x2").dat
 echo "# rate overlap dtype steps step_s other_s allreduce_s predicted_step_s predicted_allreduce_s error tokens_per_s loss" > "$DAT"
 status=0
 for rate in $RATES; do
   for node in $NODES; do bash "$CLUSTER" shape "$D" "$node" "$rate" || exit 1; done
-  mpi h22 4 "$BIN/allreduce_bench" --min-bytes 131072 --max-bytes 4194304 --iters 10 > "ar.$rate" 2>&1
+  mpi hosts "$RANKS" "$BIN/allreduce_bench" --min-bytes 131072 --max-bytes 4194304 --iters 10 > "ar.$rate" 2>&1
   grep -q "^# all results correct" "ar.$rate" || { echo "FAILED: allreduce_bench at $rate: $(tail -2 "ar.$rate")"; status=1; }
   awk '!/^#/ && NF == 7 && $3 == "flat" { print $1, $6 }' "ar.$rate" > "busbw.$rate"
   echo "== $rate: flat busbw $(awk '{ printf "%s%.0f kB %.4f GB/s", (NR > 1 ? ", " : ""), $1 / 1024, $2 }' "busbw.$rate")"
   for run in $(for r in $(seq "$REPS"); do echo off:fp32 on:fp32 off:bf16 on:bf16; done); do
     overlap=${run%:*} dtype=${run#*:}
     rm -f m.jsonl
-    mpi h22 4 "$BIN/rnn_dist" train --train data/train.h5 --embed 64 --hidden 256 --layers 2 --batch-size 8 \
+    mpi hosts "$RANKS" "$BIN/rnn_dist" train --train data/train.h5 --embed 64 --hidden 256 --layers 2 --batch-size 8 \
       --max-steps 40 --log-every 40 --threads 1 --device cpu --overlap "$overlap" --bucket-mb 0.5 \
       --allreduce-dtype "$dtype" --metrics m.jsonl > "train.$rate.$run" 2>&1 \
       || { echo "FAILED: train at $rate, $run: $(tail -2 "train.$rate.$run")"; status=1; continue; }
-    params=$(sed -n 's/^rnn_dist train: 4 rank(s), \([0-9]*\) parameters.*/\1/p' "train.$rate.$run")
+    params=$(sed -n 's/^rnn_dist train: [0-9]* rank(s), \([0-9]*\) parameters.*/\1/p' "train.$rate.$run")
     loss=$(grep -o 'step 40/40 loss [0-9.a-z]*' "train.$rate.$run" | awk '{ print $4 }')
-    line=$(awk -v r="$rate" -v p="$params" -v ov="$overlap" -v dt="$dtype" -v loss="$loss" '
+    line=$(awk -v r="$rate" -v p="$params" -v ov="$overlap" -v dt="$dtype" -v loss="$loss" -v n="$RANKS" '
       function busbw(bytes,   i) {  # at the nearest measured size at or above bytes (the largest past it)
         for (i = 1; i <= m; ++i) if (size[i] >= bytes) return bw[i]
         return bw[m] }
@@ -61,7 +65,7 @@ for rate in $RATES; do
       FILENAME == ARGV[1] { size[++m] = $1; bw[m] = $2; next }
       /"kind":"summary"/ { steps = field("step"); sec = field("seconds"); ar = field("allreduce_s")
         tps = field("tokens_per_s"); nb = list("bucket_elems", elems); list("bucket_lead_s", lead) }
-      END { n = 4; f = 2 * (n - 1) / n; elem = dt == "bf16" ? 2 : 4
+      END { f = 2 * (n - 1) / n; elem = dt == "bf16" ? 2 : 4
         if (ov == "on") {
           t = -1e30
           for (b = 1; b <= nb; ++b) { start = -lead[b] > t ? -lead[b] : t; t = start + elems[b] * elem * f / (busbw(elems[b] * elem) * 1e9) }
@@ -104,8 +108,8 @@ done
 for node in $NODES; do bash "$CLUSTER" shape "$D" "$node" off; done
 echo "results: $DAT"
 if command -v gnuplot > /dev/null; then
-  gnuplot -e "datafile='$DAT'; outfile='$OUT/cluster_overlap.png'" "$HERE/cluster_overlap.gp" \
-    && echo "chart: $OUT/cluster_overlap.png"
+  gnuplot -e "datafile='$DAT'; outfile='${DAT%.dat}.png'; nodes=$NODE_COUNT" "$HERE/cluster_overlap.gp" \
+    && echo "chart: ${DAT%.dat}.png"
 else
   echo "gnuplot not installed: no chart (apt-get install gnuplot-nox)"
 fi
