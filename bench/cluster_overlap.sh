@@ -9,9 +9,10 @@
 # sum checked), then predicts every run's step time as compute + update + data wait (measured in that
 # run) + exposed communication:
 #   without overlap: wire bytes x 2(n-1)/n / busbw(wire bytes)
-#   with overlap: the buckets' all-reduces one after another, bucket b starting when it was sent (its
-#   lead before the end of the backward pass, from the run's metrics) or when b-1 ends, each taking its
-#   wire bytes x 2(n-1)/n / busbw(its bytes); exposed = how far the last one ends after the backward pass.
+#   with overlap: the groups' all-reduces one after another (a group: the buckets one report of the
+#   backward pass sent, which share their lead before the end of the backward pass in the run's
+#   metrics), group g starting when it was sent or when g-1 ends, each taking its wire bytes x 2(n-1)/n
+#   / busbw(its bytes); exposed = how far the last one ends after the backward pass.
 # It reports how much of the hideable communication the overlap hid, two ways: (T_off - T_on) / min(C, A),
 # with C and A the off runs' compute (all but the all-reduce) and all-reduce per step, against the ideal
 # step max(C, A); and the exposed all-reduce saved, (A - A_on), over what the model says can be saved
@@ -67,8 +68,11 @@ for rate in $RATES; do
         tps = field("tokens_per_s"); nb = list("bucket_elems", elems); list("bucket_lead_s", lead) }
       END { f = 2 * (n - 1) / n; elem = dt == "bf16" ? 2 : 4
         if (ov == "on") {
+          # The buckets of one report were sent together (equal leads) and go in one all-reduce.
           t = -1e30
-          for (b = 1; b <= nb; ++b) { start = -lead[b] > t ? -lead[b] : t; t = start + elems[b] * elem * f / (busbw(elems[b] * elem) * 1e9) }
+          for (b = 1; b <= nb; b = c) {
+            bytes = 0; for (c = b; c <= nb && lead[c] == lead[b]; ++c) bytes += elems[c] * elem
+            start = -lead[b] > t ? -lead[b] : t; t = start + bytes * f / (busbw(bytes) * 1e9) }
           pred_ar = t > 0 ? t : 0
         } else pred_ar = p * elem * f / (busbw(p * elem) * 1e9)
         step = sec / steps; other = (sec - ar) / steps; pred = other + pred_ar; err = (pred - step) / step

@@ -13,8 +13,9 @@ been lent to this project yet: issue 14). Per GPU and step:
       B_cross = the NIC bandwidth a GPU's slice crosses: its own NIC (8 per node), or a node's one NIC
                 shared by its k slices (B_nic / k)
     exposed   = the all-reduce (no overlap), or with overlap the buckets' all-reduces one after another,
-                each starting when its gradients are final: backward time per layer is proportional to its
-                FLOPs, the output layer finishes first and the embedding last, as in rnn_dist's backward
+                each group (the buckets of one report of the backward pass) starting when its gradients
+                are final: backward time per layer is proportional to its FLOPs, the output layer finishes
+                first, then each LSTM layer, and the first layer reports with the embedding, as rnn_dist
     efficiency = compute / (compute + exposed)
 
 bf16 halves S. Sources of the figures are in FIGURES. Every number is printed with the assumption it rests
@@ -85,22 +86,23 @@ def exposed(c, compute, gpus, per_node, cross, shared, overlap, wire_bytes_per_f
     fwd = forward_flops(c)
     backward = compute * 2 / 3
     final_at, done, t = [], 0, 0.0
-    for name, nbytes, flops in pieces:
+    # Reports: the head, each LSTM layer above the first, then the first layer with the embedding.
+    for report, (name, nbytes, flops) in zip([*range(len(pieces) - 1), len(pieces) - 2], pieces):
         t += backward * flops / (2 * fwd)
         done += nbytes * wire_bytes_per_float // 4
-        final_at.append((done, t))
-    # Fixed buckets cut from the end; a bucket is sent when every region it touches is final, and the
-    # buckets that become final together are summed in one all-reduce (GradientReducer's groups).
+        final_at.append((done, t, report))
+    # Fixed buckets cut from the end; a bucket is sent by the report that makes every region it touches
+    # final, and the buckets of one report are summed in one all-reduce (GradientReducer's groups).
     buckets, sent = [], 0
     while sent < total_bytes:
         end = min(total_bytes, sent + BUCKET_BYTES * wire_bytes_per_float // 4)
-        buckets.append((end - sent, next(tt for upto, tt in final_at if upto >= end)))
+        buckets.append((end - sent,) + next((tt, r) for upto, tt, r in final_at if upto >= end))
         sent = end
     clock, i = 0.0, 0
     while i < len(buckets):
         clock = max(clock, buckets[i][1])
         j, nbytes = i, 0
-        while j < len(buckets) and buckets[j][1] == buckets[i][1]:
+        while j < len(buckets) and buckets[j][2] == buckets[i][2]:
             nbytes += buckets[j][0]
             j += 1
         clock += allreduce_time(nbytes, gpus, per_node, cross, shared)

@@ -67,7 +67,7 @@ po::options_description train_options(TrainerConfig& o) {
       ("tf32", po::bool_switch(&o.tf32), "short for --precision tf32")
       ("allreduce", po::value(&o.allreduce)->default_value("flat"), "flat or hierarchical")
       ("allreduce-dtype", po::value(&o.allreduce_dtype)->default_value("fp32"), "what the gradients travel as: fp32, or bf16 (half the bytes: each rank's gradients and every partial sum rounded to bfloat16, added in fp32; NCCL's ncclBfloat16 on GPUs)")
-      ("overlap", po::value(&o.overlap)->default_value("auto"), "on: the gradients are all-reduced in --bucket-mb buckets by a communication thread during the backward pass, each as soon as it is final; off: in one all-reduce after it; auto: on with 4 or more ranks on CPUs when the gradients fill more than one bucket, off on GPUs (not available there yet)")
+      ("overlap", po::value(&o.overlap)->default_value("auto"), "on: the gradients are all-reduced in --bucket-mb buckets by a communication thread during the backward pass, each as soon as it is final; off: in one all-reduce after it; auto: on with 4 or more ranks on CPUs, the flat all-reduce and gradients of more than one bucket, off on GPUs (not available there yet)")
       ("bucket-mb", po::value(&o.bucket_mb)->default_value(25), "--overlap's bucket size in MB (as PyTorch DDP's bucket_cap_mb): buckets are cut from the output layer's end of the gradients, and a model smaller than one bucket overlaps nothing")
       ("ranks-per-node", po::value(&o.ranks_per_node)->default_value(0), "group consecutive ranks into nodes, to test multi-node layouts on one machine (0 = detect; default from RNN_DIST_RANKS_PER_NODE)");
   return d;

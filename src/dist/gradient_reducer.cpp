@@ -2,7 +2,6 @@
 #include "rnn_dist/dist/gradient_reducer.h"
 
 #include <algorithm>
-#include <cstdlib>
 
 #include "rnn_dist/util/error.h"
 
@@ -16,8 +15,6 @@ GradientReducer::GradientReducer(Topology& topo, Tensor& scratch, const Options&
   if (!mpi_threads_serialized())
     throw InputError("--overlap on: this MPI library does not allow a communication thread (thread level "
                      "\"serialized\"); use --overlap off");
-  // The thread sleeps between its tests of a collective rather than spin on a core that compute needs.
-  for (Communicator* c : {topo_.world.get(), topo_.node.get(), topo_.cross.get()}) c->set_wait(getenv("EXP_SPIN") ? Communicator::Wait::spin : Communicator::Wait::sleep);
   thread_ = std::thread([this] { communicate(); });
 }
 
@@ -43,6 +40,9 @@ void GradientReducer::begin(float* data, int64_t n, int64_t step) {
   parts_ = buckets(n);
   sent_ = done_ = next_group_ = 0;
   groups_.clear();
+  // While the thread works beside compute its collectives sleep between tests rather than spin on a core
+  // the compute threads need; the main thread's own collectives, outside begin()..finish(), spin.
+  if (thread_.joinable()) set_wait(Communicator::Wait::sleep);
   if (static_cast<int>(lead_sum_.size()) != parts_) {
     lead_sum_.assign(static_cast<size_t>(parts_), 0.0);
     done_sum_.assign(static_cast<size_t>(parts_), 0.0);
@@ -77,6 +77,7 @@ void GradientReducer::finish() {
   final_from(0);
   std::unique_lock lock(m_);
   cv_.wait(lock, [&] { return done_ == sent_ || error_; });
+  set_wait(Communicator::Wait::spin);
   if (error_) {
     // The thread has stopped: what it had not summed is abandoned with the step.
     sent_ = done_;
@@ -87,6 +88,10 @@ void GradientReducer::finish() {
     done_sum_[b] += std::chrono::duration<double>(done_at_[b] - end).count();
   }
   ++steps_;
+}
+
+void GradientReducer::set_wait(Communicator::Wait wait) {
+  for (Communicator* c : {topo_.world.get(), topo_.node.get(), topo_.cross.get()}) c->set_wait(wait);
 }
 
 std::vector<double> GradientReducer::mean_lead_seconds() const {
@@ -104,7 +109,12 @@ std::vector<double> GradientReducer::mean_done_seconds() const {
 void GradientReducer::reduce(int64_t begin, int64_t end, int first, int last) {
   if (topo_.world_size() == 1 || end <= begin) return;
   if (watchdog_) watchdog_->arm("the gradient all-reduce", step_, margin_, first + 1, last + 1, parts_);
-  allreduce_sum(topo_, options_.algo, data_ + begin, end - begin, scratch_, options_.wire);
+  try {
+    allreduce_sum(topo_, options_.algo, data_ + begin, end - begin, scratch_, options_.wire);
+  } catch (...) {
+    if (watchdog_) watchdog_->disarm();
+    throw;
+  }
   if (watchdog_) watchdog_->disarm();
 }
 

@@ -310,12 +310,16 @@ double Model::run(const Batch& batch, bool train, float grad_scale, uint64_t dro
       backend_.pool_backward(dfeat_.data(), batch.packing, static_cast<int>(F), D, config_.pool, argmax, dy_.data());
     }
     dx_.resize({rows, E});
-    // The LSTM's offsets are into its own weights.
+    // The LSTM's offsets are into its own weights. Its bottom layer's report (offset 0) is left to the
+    // embedding's, a moment later: that backward is a scatter of rows, shorter than the latency of one
+    // more all-reduce.
     struct Shifted final : GradientReady {
       GradientReady* to;
       int64_t by;
       Shifted(GradientReady* t, int64_t b) : to(t), by(b) {}
-      void final_from(int64_t offset) override { to->final_from(by + offset); }
+      void final_from(int64_t offset) override {
+        if (offset > 0) to->final_from(by + offset);
+      }
     } lstm_ready(ready, lstm_offset_);
     lstm_->backward(param(lstm_offset_), dy_.data(), nullptr, nullptr, dx_.data(), nullptr, nullptr,
                     grad(lstm_offset_), ready ? &lstm_ready : nullptr);

@@ -216,11 +216,14 @@ void Trainer::setup() {
   mc.pool = parse_pool(c_.pool);
   model_ = std::make_unique<Model>(*backend_, mc);
   model_->init(c_.seed);
-  // Overlap pays where there is something to overlap, gradients of more than one bucket, and from 4 ranks
-  // on: below that Open MPI's non-blocking all-reduce is a binomial tree, twice the bytes of the blocking
-  // ring (docs/scaling.md).
-  overlap_ = c_.overlap == "on" || (c_.overlap == "auto" && device == DeviceType::cpu && topo_.world_size() >= 4 &&
-                                    model_->num_params() > bucket_elems());
+  // Overlap pays where there is something to overlap (gradients of more than one bucket) and where the
+  // MPI library lets a thread communicate; from 4 ranks with the flat algorithm: below 4, and on the
+  // hierarchical algorithm's smaller communicators, Open MPI's non-blocking all-reduce is a binomial tree,
+  // twice the bytes of the blocking ring (docs/scaling.md). With one rank nothing is sent at all.
+  overlap_ = topo_.world_size() > 1 &&
+             (c_.overlap == "on" || (c_.overlap == "auto" && device == DeviceType::cpu && c_.allreduce == "flat" &&
+                                     topo_.world_size() >= 4 && mpi_threads_serialized() &&
+                                     model_->num_params() > bucket_elems()));
   optimizer_ = std::make_unique<Optimizer>(*backend_, c_.optimizer, model_->num_params());
   schedule_ = std::make_unique<LrSchedule>(c_.schedule, c_.optimizer.lr, total_steps_);
   // Every buffer a step touches lives on this rank's device: the classic multi-GPU failure, checked.

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # CLI tests of the overlapped and the bfloat16 gradient all-reduce: --overlap on (buckets summed by a
 # communication thread during the backward pass) gives the parameters of --overlap off after 20 steps,
-# bitwise on 2 ranks and within 1e-6 relative on 4 (hierarchical), in packed and stream runs, and those of
-# one big batch with --accumulate; --allreduce-dtype bf16 changes nothing on 1 rank and stays within bfloat16's rounding on 2; bad
+# bitwise on 2 ranks and within 1e-6 relative on 4 (hierarchical), in packed and stream runs and for a
+# bidirectional classifier, and those of one big batch with --accumulate; the buckets leave during the
+# backward pass (the metrics' lead times); a NaN on one rank skips the step everywhere; --allreduce-dtype bf16 changes nothing on 1 rank and stays within bfloat16's rounding on 2; bad
 # values are refused with one line. $1 = build directory.
 source "$(dirname "$0")/lib/harness.sh"
 
@@ -32,10 +33,24 @@ relative() {  # $1, $2 = checkpoints, $3 = bound, $4 = what
 
 # Packed, 2 ranks: bitwise (a sum of two values does not depend on the order); the thread did cut 16 buckets.
 train 2 off2 --batch-size 6 --overlap off
-train 2 on2 --batch-size 6 --overlap on
+train 2 on2 --batch-size 6 --overlap on --metrics on2.jsonl
 grep -q "all-reduce overlapped in 16 bucket(s)" log.on2 && ! grep -q "overlapped" log.off2 \
   && ok "--overlap on announces 16 buckets, off none" || bad "bucket announcement: $(grep 'rnn_dist train' log.on2 log.off2)"
 bitwise off2/$P on2/$P "packed, 2 ranks, overlap on vs off"
+# The buckets did leave during the backward pass: the first (the output layer's) was sent before the pass
+# ended, the last (the embedding's) at its end, and every one completed after it was sent.
+leads=$(sed -n 's/.*"bucket_lead_s":\[\([^]]*\)\].*/\1/p' on2.jsonl)
+dones=$(sed -n 's/.*"bucket_done_s":\[\([^]]*\)\].*/\1/p' on2.jsonl)
+awk -v l="$leads" -v d="$dones" 'BEGIN { n = split(l, a, ","); m = split(d, b, ",")
+  ok = n == 16 && m == 16 && a[1] > 0 && a[16] < a[1]; for (i = 1; i <= n; ++i) ok = ok && b[i] > -a[i]; exit !ok }' \
+  && ok "the first bucket left $(cut -d, -f1 <<<"$leads") s before the backward pass ended" \
+  || bad "bucket timing: leads [$leads] done [$dones]"
+# A non-finite gradient on one rank (injected before the backward pass, so its bucket carries it) is
+# skipped on every rank with overlap too.
+RNN_DIST_TEST_FAIL=1:3:nan mpirun --oversubscribe -np 2 -x RNN_DIST_TEST_FAIL "$BUILD/rnn_dist" train $A --batch-size 6 \
+  --overlap on > log.nan 2>&1
+grep -q "^step 3: non-finite loss or gradient norm, update skipped" log.nan && grep -q "step 20/20" log.nan \
+  && ok "overlap: the NaN of rank 1's step 3 skips the step on every rank" || bad "NaN with overlap: $(tail -3 log.nan)"
 # Packed, 4 ranks as 2 nodes of 2, hierarchical: reduce-scatter, cross-node all-reduce and all-gather per bucket.
 train 4 off4 --batch-size 3 --ranks-per-node 2 --allreduce hierarchical --overlap off
 train 4 on4 --batch-size 3 --ranks-per-node 2 --allreduce hierarchical --overlap on
@@ -48,6 +63,21 @@ train 2 aon --batch-size 2 --accumulate 3 --overlap on
 # (Micro-batches add their gradients in another order than one batch: within 1e-5, as cli.train's --accumulate.)
 if h5diff -d 1e-5 off2/$P aon/$P /model > diff.out 2>&1; then ok "--accumulate 3 x 2 with overlap vs batches of 6: within 1e-5"
 else bad "--accumulate with overlap: $(head -3 diff.out)"; fi
+# A bidirectional classifier: the reverse weights sit beside the forward ones in each layer's report.
+awk 'BEGIN { srand(5); split("good great fine nice|bad awful poor sad|red green blue grey", fam, "|")
+  split("pos neg col", lab, " "); n = split("the a it was very so and but", filler, " ")
+  for (i = 0; i < 600; i++) { c = 1 + int(rand() * 3); split(fam[c], w, " "); k = 3 + int(rand() * 8); line = ""
+    for (j = 0; j < k; j++) line = line (j ? " " : "") (rand() < 0.5 ? w[1 + int(rand() * 4)] : filler[1 + int(rand() * n)])
+    print lab[c] "\t" line } }' > cls.tsv
+"$BUILD/rnn_prep" --format tsv --tokenizer word --input cls.tsv --output-dir cls > /dev/null || bad "rnn_prep tsv"
+C="--train cls/train.h5 --bidirectional --pool mean"
+for ov in off on; do
+  rm -rf "c$ov"
+  mpirun --oversubscribe -np 2 "$BUILD/rnn_dist" train $C --embed 16 --hidden 32 --layers 2 --seed 7 --max-steps 20 \
+    --batch-size 6 --bucket-mb 0.004 --overlap $ov --checkpoint-dir "c$ov" > "log.c$ov" 2>&1 || bad "classifier $ov: $(tail -1 "log.c$ov")"
+done
+bitwise coff/$P con/$P "bidirectional classifier, 2 ranks, overlap on vs off"
+
 # auto: on from 4 ranks when the gradients fill several buckets; off for one bucket, or below 4 ranks.
 train 4 auto4 --batch-size 3
 train 4 auto4one --batch-size 3 --bucket-mb 25
@@ -72,6 +102,15 @@ awk -v a="$l32" -v b="$l16" 'BEGIN { d = a - b; exit !(a > 0 && (d < 0 ? -d : d)
   && ok "loss after 20 steps: fp32 $l32, bf16 $l16" || bad "loss fp32 '$l32' vs bf16 '$l16'"
 
 # Refusals: one line naming the option, exit 2.
+# bf16 with the hierarchical algorithm, overlapped: the buckets' reduce-scatter, cross-node sum and
+# all-gather in bfloat16 give what one bf16 all-reduce after the backward pass gives, to bfloat16's
+# rounding, and neither is fp32's.
+train 4 hb16off --batch-size 3 --ranks-per-node 2 --allreduce hierarchical --overlap off --allreduce-dtype bf16
+train 4 hb16on --batch-size 3 --ranks-per-node 2 --allreduce hierarchical --overlap on --allreduce-dtype bf16
+if h5diff off4/$P hb16on/$P /model > /dev/null 2>&1; then bad "4 ranks hierarchical bf16: bitwise fp32, nothing rounded"
+elif h5diff -d 5e-3 hb16off/$P hb16on/$P /model > diff.out 2>&1; then ok "4 ranks hierarchical bf16, overlap on vs off: within 5e-3"
+else bad "hierarchical bf16 with overlap: $(head -3 diff.out)"; fi
+
 refused() {  # $1 = what the message must say, then options
   local want=$1; shift
   "$BUILD/rnn_dist" train $A --batch-size 4 "$@" > out 2> err

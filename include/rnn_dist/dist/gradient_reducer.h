@@ -24,9 +24,10 @@ namespace rnn_dist {
 // all. Without overlap nothing is sent before finish(), which then sums the whole buffer in one
 // all-reduce on the calling thread, as a step always did.
 //
-// Each element is summed by the same algorithm either way, but over a different message size, for which
-// MPI may choose another algorithm and so another order of the ranks' additions: with two ranks the sums
-// are bitwise those of one all-reduce; with more they agree to rounding.
+// With overlap the buckets go through MPI's non-blocking collectives (Open MPI: libnbc), without it
+// through the blocking ones (Open MPI: coll/tuned), over other message sizes: the ranks' values may be
+// added in another order. With two ranks the sums are bitwise those of one all-reduce (a + b = b + a);
+// with more they agree to rounding. Either way every run adds them the same way.
 class GradientReducer final : public GradientReady {
  public:
   struct Options {
@@ -36,9 +37,10 @@ class GradientReducer final : public GradientReady {
     int64_t bucket_elems = int64_t{25} << 18;  // 25 MB of floats
   };
   // `topo` and `scratch` (a tensor of the backend that holds the gradients) as for allreduce_sum();
-  // `watchdog` (may be null) is armed around every bucket, with `margin` (see Watchdog::arm). With
-  // overlap, the MPI communicators of `topo` wait by sleeping (Communicator::Wait), and the thread is
-  // the only caller of MPI between begin() and finish(): MPI must be at thread level "serialized".
+  // `watchdog` (may be null) is armed around every group of buckets, with `margin` (see Watchdog::arm).
+  // With overlap (and several ranks) a communication thread runs; between begin() and finish() it is the
+  // only caller of MPI (thread level "serialized", or the constructor throws), and the MPI communicators
+  // of `topo` wait by sleeping (Communicator::Wait::sleep) until finish() sets them back.
   GradientReducer(Topology& topo, Tensor& scratch, const Options& options, Watchdog* watchdog, double margin);
   ~GradientReducer();
   GradientReducer(const GradientReducer&) = delete;
@@ -53,8 +55,9 @@ class GradientReducer final : public GradientReady {
 
   // How many buckets a buffer of n elements is cut into (1 without overlap).
   int buckets(int64_t n) const;
-  // Bucket b's elements (the last bucket, at the buffer's start, may be shorter).
-  int64_t bucket_elems(int b) const { return bucket_end(b) - bucket_begin(b); }
+  // Bucket b's elements (the last bucket, at the buffer's start, may be shorter; without overlap the one
+  // bucket is the whole buffer).
+  int64_t bucket_elems(int b) const { return thread_.joinable() ? bucket_end(b) - bucket_begin(b) : n_; }
   // Per bucket, in the order sent: how long before finish() it was sent, averaged over the steps so far
   // (0 for those finish() sends): the window its all-reduce had beside the backward pass, for the model
   // of overlapped step time (docs/scaling.md).
@@ -65,6 +68,7 @@ class GradientReducer final : public GradientReady {
 
  private:
   void communicate();
+  void set_wait(Communicator::Wait wait);
   void reduce(int64_t begin, int64_t end, int first, int last);
   int64_t bucket_begin(int b) const { return std::max<int64_t>(0, n_ - (b + 1) * options_.bucket_elems); }
   int64_t bucket_end(int b) const { return n_ - b * options_.bucket_elems; }

@@ -80,7 +80,8 @@ class Model {
   // hn/cn (device memory, may be null) receive the final state of every sequence. hn/cn may alias h0/c0,
   // as the stream-mode trainer carries its state: the initial state is copied into a workspace first.
   // `ready` (may be null) hears of gradients as they become final (offsets into grads()): the output
-  // layer's, each LSTM layer's where the backend computes them per layer, then the embedding's.
+  // layer's, each LSTM layer's above the first where the backend computes them per layer, then the first
+  // layer's with the embedding's.
   double forward_backward(const Batch& batch, float grad_scale, uint64_t dropout_seed, const float* h0 = nullptr,
                           const float* c0 = nullptr, float* hn = nullptr, float* cn = nullptr,
                           GradientReady* ready = nullptr);

@@ -16,7 +16,7 @@ struct TrainerConfig {
   std::string train, valid, test, checkpoint_dir, init_from, metrics;
   std::string resume_command;  // `rnn_dist train ... --resume` as this run was started, printed at the end
   std::string device = "auto", allreduce = "flat", batching = "packed";
-  std::string overlap = "auto";  // --overlap: on, off, or auto (on with 4+ ranks on CPUs and more than one bucket)
+  std::string overlap = "auto";  // --overlap: on, off, or auto (on with 4+ ranks on CPUs, flat, more than one bucket)
   double bucket_mb = 25;         // --bucket-mb: the overlapped all-reduce's bucket size
   std::string allreduce_dtype = "fp32";  // --allreduce-dtype: what the gradients travel as (WireType)
   ModelConfig model;  // its task and classes come from the training file
