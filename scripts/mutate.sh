@@ -23,6 +23,8 @@ local-gradient-scale	include/rnn_dist/train/step_source.h	return file_.task() ==
 drop-a-sequence	include/rnn_dist/train/step_source.h	Batch load(int64_t k) const override { return load_batch(file_, cut_.batches[order_[k]].slices[rank_]); }	Batch load(int64_t k) const override { SliceRange r = cut_.batches[order_[k]].slices[rank_]; if (r.end - r.begin > 1) --r.end; return load_batch(file_, r); }	cli.train
 no-flush-denormals	src/cpu/team.cpp	_mm_setcsr(_mm_getcsr() | 0x8040);  // FTZ (bit 15) | DAZ (bit 6)	(void)0;	test_cpu_kernels
 adam-bias-correction	src/nn/optimizer.cpp	const double bc1 = 1.0 - std::pow(double{beta1}, double(step));	const double bc1 = 1.0;	test_optimizer|cli.train
+overlap-no-layer-report	src/cpu/cpu_backend.cpp	if (ready) ready->final_from(params_[4 * l * dirs_].offset);	(void)0;	cli.overlap
+bf16-truncates	include/rnn_dist/util/bfloat16.h	u += 0x7fffu + ((u >> 16) & 1u);	(void)0;	test_bfloat16
 EOF
 )
 
