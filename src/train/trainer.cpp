@@ -207,8 +207,7 @@ void Trainer::setup() {
   const DeviceType device = choose_device();
   backend_ = make_backend(device, device_index_, c_.threads,
                           device == DeviceType::cuda ? math_mode_of(c_) : MathMode::fp32);
-  if (c_.overlap == "on" && device == DeviceType::cuda)
-    throw InputError("--overlap on: not on GPUs yet (their all-reduce runs after the backward pass); use --overlap off");
+  check_overlap_device(c_, device);
   ModelConfig mc = c_.model;
   mc.task = task;
   mc.vocab = train_->vocab_size();
@@ -563,7 +562,7 @@ int Trainer::run() {
               << " parameters, " << c_.batching << " batching"
               << (c_.accumulate > 1 ? cat(" (", c_.accumulate, " micro-batches per step)") : std::string()) << ", "
               << steps_per_epoch << " steps per epoch, " << total_steps_ << " steps";
-    if (overlap_ && topo_.world_size() > 1)
+    if (overlap_)
       std::cout << ", all-reduce overlapped in " << reducer_->buckets(model_->num_params()) << " bucket(s)";
     if (!source_->dropped().empty()) std::cout << " (" << source_->dropped() << ")";
     std::cout << std::endl;

@@ -42,7 +42,11 @@ void check_run_options(const TrainerConfig& c) {
   if (c.overlap != "auto" && c.overlap != "on" && c.overlap != "off")
     throw InputError(cat("--overlap: '", c.overlap, "' is not on, off or auto"));
   if (!(c.bucket_mb > 0) || c.bucket_mb > 1e6) throw InputError(cat("--bucket-mb must be in (0, 1e6] MB, got ", c.bucket_mb));
-  if (c.overlap == "on" && c.device == "cuda")
+  if (c.device == "cuda") check_overlap_device(c, DeviceType::cuda);
+}
+
+void check_overlap_device(const TrainerConfig& c, DeviceType device) {
+  if (c.overlap == "on" && device == DeviceType::cuda)
     throw InputError("--overlap on: not on GPUs yet (their all-reduce runs after the backward pass); use --overlap off");
 }
 

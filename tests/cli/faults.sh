@@ -35,25 +35,22 @@ rc=$?
   && ok "a throwing rank ends the job in $((SECONDS - start)) s (rc $rc)" || bad "throwing rank: rc $rc: $(head -5 err)"
 
 # A rank that hangs (never reaches the step's all-reduce): the others would wait forever inside MPI; the
-# watchdog (--comm-timeout) ends the job, with one message from rank 0 naming the step.
-start=$SECONDS
-RNN_DIST_TEST_FAIL=1:5:hang timeout 60 $MPI "$BUILD/rnn_dist" train $A --max-steps 50 --comm-timeout 3 > out 2> err
-rc=$?
-[ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $((SECONDS - start)) -lt 30 ] && [ "$(grep -c 'rnn_dist: error' err)" -eq 1 ] \
-  && grep -q "rnn_dist: error: rank 0 (.*): step 5: the gradient all-reduce did not complete within 3 s" err \
-  && ok "a hanging rank: the watchdog ends the job in $((SECONDS - start)) s (rc $rc), one message" \
-  || bad "hanging rank: rc $rc after $((SECONDS - start)) s: $(head -5 err)"
-
-# The same with the all-reduce overlapped in buckets: rank 0's communication thread waits in the first
-# bucket while its backward pass goes on; the watchdog, armed for every bucket, names it.
-start=$SECONDS
-RNN_DIST_TEST_FAIL=1:5:hang timeout 60 $MPI "$BUILD/rnn_dist" train $A --max-steps 50 --comm-timeout 3 \
-  --overlap on --bucket-mb 0.002 > out 2> err
-rc=$?
-[ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $((SECONDS - start)) -lt 30 ] && [ "$(grep -c 'rnn_dist: error' err)" -eq 1 ] \
-  && grep -q "rnn_dist: error: rank 0 (.*): step 5: buckets\? 1\(-[0-9]*\)\? of [0-9]* of the gradient all-reduce did not complete within 3 s" err \
-  && ok "a hanging rank, overlapped all-reduce: the watchdog ends the job in $((SECONDS - start)) s, naming the bucket" \
-  || bad "hanging rank with overlap: rc $rc after $((SECONDS - start)) s: $(head -5 err)"
+# watchdog (--comm-timeout) ends the job, with one message from rank 0 naming the step. Also with the
+# all-reduce overlapped in buckets: rank 0's communication thread waits in the first group while its
+# backward pass goes on, and the watchdog, armed for every group, names its buckets.
+hang_test() {  # $1 = what, $2 = the message's part before "the gradient all-reduce", then options
+  local what=$1 names=$2 rc
+  shift 2
+  start=$SECONDS
+  RNN_DIST_TEST_FAIL=1:5:hang timeout 60 $MPI "$BUILD/rnn_dist" train $A --max-steps 50 --comm-timeout 3 "$@" > out 2> err
+  rc=$?
+  [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $((SECONDS - start)) -lt 30 ] && [ "$(grep -c 'rnn_dist: error' err)" -eq 1 ] \
+    && grep -q "rnn_dist: error: rank 0 (.*): step 5: ${names}the gradient all-reduce did not complete within 3 s" err \
+    && ok "$what: the watchdog ends the job in $((SECONDS - start)) s (rc $rc), one message" \
+    || bad "$what: rc $rc after $((SECONDS - start)) s: $(head -5 err)"
+}
+hang_test "a hanging rank" ""
+hang_test "a hanging rank, overlapped all-reduce" "buckets\? 1\(-[0-9]*\)\? of [0-9]* of " --overlap on --bucket-mb 0.002
 # A rank killed while the others' buckets are in flight ends the job too.
 start=$SECONDS
 RNN_DIST_TEST_FAIL=1:5:kill timeout 60 $MPI "$BUILD/rnn_dist" train $A --max-steps 50 --comm-timeout 20 \

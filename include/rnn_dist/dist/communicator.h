@@ -34,9 +34,10 @@ class Communicator {
   virtual void barrier() = 0;
   virtual std::vector<std::string> allgather_strings(const std::string& mine) = 0;
 
-  // How the float collectives above wait for their peers. `spin`: the library's own blocking call (Open
-  // MPI polls without pause). `sleep`: a non-blocking collective, tested with a short sleep between tests,
-  // so that a communication thread beside the compute threads leaves them the cores. Only MPI has a choice.
+  // How the all-reduces, reduce-scatters and all-gathers above wait for their peers. `spin`: the library's
+  // own blocking call (Open MPI polls without pause). `sleep`: a non-blocking collective, tested with a
+  // short sleep between tests, so that a communication thread beside the compute threads leaves them the
+  // cores. Only MPI has a choice.
   enum class Wait { spin, sleep };
   virtual void set_wait(Wait) {}
 };

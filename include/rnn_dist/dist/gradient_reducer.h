@@ -2,6 +2,7 @@
 // backward pass in buckets that a communication thread sums as soon as their gradients are final.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>

@@ -45,6 +45,9 @@ void check_config(const TrainerConfig& config);
 // The part of check_config about how the job runs (threads, batching, device, all-reduce), which
 // `rnn_dist check` validates too; it has no side effects.
 void check_run_options(const TrainerConfig& config);
+// Throws InputError when --overlap on meets a GPU, where the all-reduce is not overlapped yet: for
+// --device cuda before start-up, and for the device --device auto chose.
+void check_overlap_device(const TrainerConfig& config, DeviceType device);
 // What one optimizer step reads per rank: --batch-size or --batch-tokens times --accumulate.
 BatchingConfig step_batching(const TrainerConfig& config);
 // The GPU math mode the options ask for (--precision, or --tf32).
