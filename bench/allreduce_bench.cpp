@@ -96,6 +96,7 @@ int main(int argc, char** argv) {
       data.resize(count);
       backend->upload(data.data(), host.data(), count * sizeof(float));
       allreduce_sum(topo, algo, data.data(), count, scratch, wire);
+      topo.world->complete("all-reduce");
       backend->download(host.data(), data.data(), count * sizeof(float));
       bool ok = true;
       for (long long i = 0; i < count && ok; ++i) {
@@ -108,7 +109,10 @@ int main(int argc, char** argv) {
       all_ok = all_ok && bad == 0;
       topo.world->barrier();
       auto t0 = std::chrono::steady_clock::now();
-      for (int k = 0; k < iters; ++k) allreduce_sum(topo, algo, data.data(), count, scratch, wire);
+      for (int k = 0; k < iters; ++k) {
+        allreduce_sum(topo, algo, data.data(), count, scratch, wire);
+        topo.world->complete("all-reduce");
+      }
       topo.world->barrier();
       double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
       double bytes = double(count) * elem, algbw = bytes / us / 1e3, busbw = algbw * 2.0 * (n - 1) / n;

@@ -131,21 +131,29 @@ Batch batch_of(std::vector<int64_t> lengths, const ModelConfig& mc) {
   return mc.task == Task::lm ? make_batch(tokens, lengths) : make_batch(mc.task, tokens, lengths, targets);
 }
 
-// What the trainer does in one step: zero the gradients, forward and backward (optionally carrying the
-// hidden state in place on the device, as stream mode does), clip, update.
+// What the trainer does in one step: zero the gradients and the step's scalars, forward and backward
+// (optionally carrying the hidden state in place on the device, as stream mode does), the gradient norm
+// and the loss read back together, clip, update.
 struct Trainer {
   Backend& backend;
   Model& model;
   Optimizer& opt;
   bool carry_state;
   Tensor h, c;
+  Buffer scalars{backend, 2 * sizeof(double)};
 
   void step(const Batch& b) {
     backend.zero(model.grads().data(), model.num_params());
+    auto* s = static_cast<double*>(scalars.data());
+    backend.zero(reinterpret_cast<float*>(s), 2);
     float* h0 = carry_state ? h.data() : nullptr;
     float* c0 = carry_state ? c.data() : nullptr;
-    model.forward_backward(b, 1.0f / float(b.units()), 17, h0, c0, h0, c0);
-    const double norm = std::sqrt(backend.sum_squares(model.grads().data(), model.num_params()));
+    model.forward_backward_into(s, b, 1.0f / float(b.units()), 17, h0, c0, h0, c0);
+    backend.sum_squares(model.grads().data(), model.num_params(), s + 1);
+    double read[2];
+    backend.start_read(s, 2);
+    backend.finish_read(read);
+    const double norm = std::sqrt(read[1]);
     const float clip = clip_factor(norm, 1.0f);
     if (clip != 1.0f) backend.scale(model.grads().data(), model.num_params(), clip);
     opt.step(model.params().data(), model.grads().data(), 1e-3f);

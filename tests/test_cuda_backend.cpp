@@ -1,19 +1,25 @@
 // GPU backend against the CPU backend (the oracle), through the Backend interface only, so this file builds
 // in every configuration. Without a usable GPU every test is skipped visibly with the reason. With one:
 // each kernel on random inputs (embedding, linear, cross-entropy loss and gradient, dropout masks bit for
-// bit, sum of squares, SGD/Adam/AdamW updates), the cuDNN LSTM against the CPU LSTM on a packed batch of
-// unequal lengths with two layers and initial/final states (weights copied by PyTorch name, which tests
-// the weight mapping; also bidirectional), the pooling kernels, the whole model's loss, gradients and final
-// state (also carried in place in device memory, as stream mode does; also bidirectional classifiers and
-// taggers), a few SGD steps, refusal of a local rank
-// without a GPU, and the single-rank NCCL communicator. fp32 without TF32: relative tolerance ~1e-4.
+// bit, sum of squares, bfloat16 conversions, SGD/Adam/AdamW updates), the cuDNN LSTM against the CPU LSTM
+// on a packed batch of unequal lengths with two layers and initial/final states (weights copied by PyTorch
+// name, which tests the weight mapping; also bidirectional), cuDNN's inter-layer dropout (its own masks:
+// their rate), the pooling kernels, the whole model's loss, gradients and final state (also carried in
+// place in device memory, as stream mode does; also bidirectional classifiers and taggers; also with the
+// loss over many logits blocks), a few SGD steps, refusal of a local rank without a GPU, and NCCL on one
+// rank: every collective, bfloat16 against the CPU's rounding, the flat and hierarchical sums, and a wait
+// that polls an unfinished collective followed by a kernel launch that must succeed. Every output the GPU
+// writes starts as NaN (or a sentinel), so that one it leaves unwritten fails. fp32 without TF32: relative
+// tolerance ~1e-4.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -28,6 +34,7 @@
 #include "rnn_dist/nn/model.h"
 #include "rnn_dist/nn/optimizer.h"
 #include "rnn_dist/train/checkpoint.h"
+#include "rnn_dist/util/bfloat16.h"
 #include "rnn_dist/util/error.h"
 #if defined(RNN_DIST_HAVE_CUDA)
 #include "rnn_dist/cuda/nccl_communicator.h"
@@ -64,6 +71,23 @@ std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
   std::uniform_real_distribution<float> u(-scale, scale);
   std::vector<float> v(n);
   for (float& x : v) x = u(rng);
+  return v;
+}
+
+// What every GPU output starts as: a kernel that does not write it leaves NaN, which no comparison accepts.
+std::vector<float> nans(size_t n) { return std::vector<float>(n, std::numeric_limits<float>::quiet_NaN()); }
+constexpr int32_t kSentinel = -123456789;
+
+// The sum a cross_entropy call adds into a device double, read back.
+double loss_of(Backend& b, const float* logits, int64_t rows, int vocab, const int32_t* targets, float* dlogits,
+               float scale) {
+  Buffer sum(b, sizeof(double));
+  auto* d = static_cast<double*>(sum.data());
+  b.zero(reinterpret_cast<float*>(d), 2);
+  b.cross_entropy(logits, rows, vocab, targets, dlogits, scale, d);
+  double v = 0;
+  b.start_read(d, 1);
+  b.finish_read(&v);
   return v;
 }
 
@@ -131,7 +155,7 @@ TEST_F(CudaBackendTest, EmbeddingForwardAndBackward) {
   cpu_->embedding_backward(ids.data(), rows, dout.data(), dim, dtable_cpu.data());
 
   DeviceVector<int32_t> gids(*gpu_, ids);
-  DeviceVector<float> gtable(*gpu_, table), gout(*gpu_, std::vector<float>(rows * dim)), gdout(*gpu_, dout),
+  DeviceVector<float> gtable(*gpu_, table), gout(*gpu_, nans(rows * dim)), gdout(*gpu_, dout),
       gdtable(*gpu_, dtable0);
   gpu_->embedding_forward(gids.get(), rows, gtable.get(), dim, gout.get());
   gpu_->embedding_backward(gids.get(), rows, gdout.get(), dim, gdtable.get());
@@ -148,8 +172,8 @@ TEST_F(CudaBackendTest, LinearForwardAndBackward) {
   cpu_->linear_forward(x.data(), rows, in, w.data(), b.data(), out, y.data());
   cpu_->linear_backward(x.data(), rows, in, w.data(), out, dy.data(), dx.data(), dw.data(), db.data());
 
-  DeviceVector<float> gx(*gpu_, x), gw(*gpu_, w), gb(*gpu_, b), gy(*gpu_, std::vector<float>(rows * out)),
-      gdy(*gpu_, dy), gdx(*gpu_, std::vector<float>(rows * in, 7.0f)), gdw(*gpu_, dw0), gdb(*gpu_, db0);
+  DeviceVector<float> gx(*gpu_, x), gw(*gpu_, w), gb(*gpu_, b), gy(*gpu_, nans(rows * out)), gdy(*gpu_, dy),
+      gdx(*gpu_, nans(rows * in)), gdw(*gpu_, dw0), gdb(*gpu_, db0);
   gpu_->linear_forward(gx.get(), rows, in, gw.get(), gb.get(), out, gy.get());
   gpu_->linear_backward(gx.get(), rows, in, gw.get(), out, gdy.get(), gdx.get(), gdw.get(), gdb.get());
   expect_close(gy.host(), y, "y");
@@ -166,26 +190,43 @@ TEST_F(CudaBackendTest, CrossEntropyLossAndGradient) {
     const auto targets = random_ids(rows, vocab, 13);
     const float scale = 0.37f;
     std::vector<float> d(rows * vocab);
-    const double loss = cpu_->cross_entropy(logits.data(), rows, vocab, targets.data(), d.data(), scale);
+    const double loss = loss_of(*cpu_, logits.data(), rows, vocab, targets.data(), d.data(), scale);
 
-    DeviceVector<float> gl(*gpu_, logits), gd(*gpu_, std::vector<float>(rows * vocab));
+    DeviceVector<float> gl(*gpu_, logits), gd(*gpu_, nans(rows * vocab));
     DeviceVector<int32_t> gt(*gpu_, targets);
-    EXPECT_NEAR(gpu_->cross_entropy(gl.get(), rows, vocab, gt.get(), nullptr, scale), loss, 1e-5 * loss);
-    EXPECT_NEAR(gpu_->cross_entropy(gl.get(), rows, vocab, gt.get(), gd.get(), scale), loss, 1e-5 * loss);
+    EXPECT_NEAR(loss_of(*gpu_, gl.get(), rows, vocab, gt.get(), nullptr, scale), loss, 1e-5 * loss);
+    EXPECT_NEAR(loss_of(*gpu_, gl.get(), rows, vocab, gt.get(), gd.get(), scale), loss, 1e-5 * loss);
     expect_close(gd.host(), d, "dlogits");
     // In place, as the model calls it.
-    EXPECT_NEAR(gpu_->cross_entropy(gl.get(), rows, vocab, gt.get(), gl.get(), scale), loss, 1e-5 * loss);
+    EXPECT_NEAR(loss_of(*gpu_, gl.get(), rows, vocab, gt.get(), gl.get(), scale), loss, 1e-5 * loss);
     expect_close(gl.host(), d, "dlogits in place");
   }
-  const std::vector<float> logits = random_floats(3 * 5, 14);
+  // Calls add into the sum on the device, as the blocks of a batch do: two halves make the whole.
+  const int64_t rows = 40;
+  const int vocab = 33;
+  const auto logits = random_floats(rows * vocab, 18, 3.0f);
+  const auto targets = random_ids(rows, vocab, 19);
+  const double whole = loss_of(*cpu_, logits.data(), rows, vocab, targets.data(), nullptr, 1.0f);
   DeviceVector<float> gl(*gpu_, logits);
+  DeviceVector<int32_t> gt(*gpu_, targets);
+  DeviceVector<double> sum(*gpu_, std::vector<double>{0.0});
+  gpu_->cross_entropy(gl.get(), 15, vocab, gt.get(), nullptr, 1.0f, sum.get());
+  gpu_->cross_entropy(gl.get() + 15 * vocab, rows - 15, vocab, gt.get() + 15, nullptr, 1.0f, sum.get());
+  double got = 0;
+  gpu_->start_read(sum.get(), 1);
+  gpu_->finish_read(&got);
+  EXPECT_NEAR(got, whole, 1e-6 * whole);
+
+  // A target outside the vocabulary is reported at the read, with its row and value, and only once.
   DeviceVector<int32_t> bad(*gpu_, std::vector<int32_t>{1, 5, 2});
   try {
-    gpu_->cross_entropy(gl.get(), 3, 5, bad.get(), nullptr, 1.0f);
+    loss_of(*gpu_, gl.get(), 3, 5, bad.get(), nullptr, 1.0f);
     ADD_FAILURE() << "no Error for a target outside the vocabulary";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("target 5 of row 1"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("target 5 of row 1 is outside the vocabulary of 5"), std::string::npos)
+        << e.what();
   }
+  EXPECT_NO_THROW(loss_of(*gpu_, gl.get(), rows, vocab, gt.get(), nullptr, 1.0f));
 }
 
 TEST_F(CudaBackendTest, DropoutMaskIsTheCpuMask) {
@@ -195,7 +236,7 @@ TEST_F(CudaBackendTest, DropoutMaskIsTheCpuMask) {
     SCOPED_TRACE(p);
     std::vector<float> y(n);
     cpu_->dropout(x.data(), n, p, 987654321ull, y.data());
-    DeviceVector<float> gx(*gpu_, x), gy(*gpu_, std::vector<float>(n));
+    DeviceVector<float> gx(*gpu_, x), gy(*gpu_, nans(n));
     gpu_->dropout(gx.get(), n, p, 987654321ull, gy.get());
     EXPECT_EQ(gy.host(), y);  // bit for bit
     gpu_->dropout(gx.get(), n, p, 987654321ull, gx.get());  // in place, as the backward pass calls it
@@ -210,6 +251,13 @@ TEST_F(CudaBackendTest, SumSquaresAndScale) {
   const double want = cpu_->sum_squares(x.data(), n);
   EXPECT_NEAR(gpu_->sum_squares(gx.get(), n), want, 1e-9 * want);
   EXPECT_EQ(gpu_->sum_squares(gx.get(), 0), 0.0);
+  // Into device memory, read back later as the training step does.
+  DeviceVector<double> out(*gpu_, std::vector<double>{std::numeric_limits<double>::quiet_NaN()});
+  gpu_->sum_squares(gx.get(), n, out.get());
+  double got = 0;
+  gpu_->start_read(out.get(), 1);
+  gpu_->finish_read(&got);
+  EXPECT_NEAR(got, want, 1e-9 * want);
   std::vector<float> xs = x;
   cpu_->scale(xs.data(), n, -0.25f);
   gpu_->scale(gx.get(), n, -0.25f);
@@ -287,8 +335,9 @@ void expect_lstm_matches(Backend& cpu, Backend& gpu, const LstmShape& shape) {
   cl->forward(wc.data(), packing, x.data(), h0.data(), c0.data(), y.data(), hn.data(), cn.data(), true, 0);
   cl->backward(wc.data(), dy.data(), dhn.data(), dcn.data(), dx.data(), dh0.data(), dc0.data(), dw.data());
 
-  DeviceVector<float> gw(gpu, wg), gx(gpu, x), gh0(gpu, h0), gc0(gpu, c0), gy(gpu, y), ghn(gpu, hn), gcn(gpu, cn),
-      gdy(gpu, dy), gdhn(gpu, dhn), gdcn(gpu, dcn), gdx(gpu, dx), gdh0(gpu, dh0), gdc0(gpu, dc0),
+  DeviceVector<float> gw(gpu, wg), gx(gpu, x), gh0(gpu, h0), gc0(gpu, c0), gy(gpu, nans(y.size())),
+      ghn(gpu, nans(hn.size())), gcn(gpu, nans(cn.size())), gdy(gpu, dy), gdhn(gpu, dhn), gdcn(gpu, dcn),
+      gdx(gpu, nans(dx.size())), gdh0(gpu, nans(dh0.size())), gdc0(gpu, nans(dc0.size())),
       gdw(gpu, std::vector<float>(gl->weight_elems(), 0.0f));
   gl->forward(gw.get(), packing, gx.get(), gh0.get(), gc0.get(), gy.get(), ghn.get(), gcn.get(), true, 0);
   gl->backward(gw.get(), gdy.get(), gdhn.get(), gdcn.get(), gdx.get(), gdh0.get(), gdc0.get(), gdw.get());
@@ -305,9 +354,10 @@ void expect_lstm_matches(Backend& cpu, Backend& gpu, const LstmShape& shape) {
   // Inference keeps nothing for backward and gives the same outputs; zero initial states by null.
   std::vector<float> y0(rows * Y), hn0(state);
   cl->forward(wc.data(), packing, x.data(), nullptr, nullptr, y0.data(), hn0.data(), nullptr, false, 0);
-  gl->forward(gw.get(), packing, gx.get(), nullptr, nullptr, gy.get(), ghn.get(), nullptr, false, 0);
-  expect_close(gy.host(), y0, "y (inference)");
-  expect_close(ghn.host(), hn0, "hn (inference)");
+  DeviceVector<float> gy0(gpu, nans(y0.size())), ghn0(gpu, nans(hn0.size()));
+  gl->forward(gw.get(), packing, gx.get(), nullptr, nullptr, gy0.get(), ghn0.get(), nullptr, false, 0);
+  expect_close(gy0.host(), y0, "y (inference)");
+  expect_close(ghn0.host(), hn0, "hn (inference)");
 }
 
 TEST_F(CudaBackendTest, CudnnLstmMatchesCpuLstm) { expect_lstm_matches(*cpu_, *gpu_, {5, 8, 2, 0.0f}); }
@@ -330,8 +380,8 @@ TEST_F(CudaBackendTest, PoolingMatchesTheCpu) {
       std::vector<int32_t> argmax(B * dim);
       cpu_->pool_forward(y.data(), packing, dim, D, pool, out.data(), argmax.data());
       cpu_->pool_backward(dout.data(), packing, dim, D, pool, argmax.data(), dy.data());
-      DeviceVector<float> gy(*gpu_, y), gout(*gpu_, out), gdout(*gpu_, dout), gdy(*gpu_, dy);
-      DeviceVector<int32_t> gargmax(*gpu_, argmax);
+      DeviceVector<float> gy(*gpu_, y), gout(*gpu_, nans(out.size())), gdout(*gpu_, dout), gdy(*gpu_, nans(dy.size()));
+      DeviceVector<int32_t> gargmax(*gpu_, std::vector<int32_t>(argmax.size(), kSentinel));
       gpu_->pool_forward(gy.get(), packing, dim, D, pool, gout.get(), gargmax.get());
       gpu_->pool_backward(gdout.get(), packing, dim, D, pool, gargmax.get(), gdy.get());
       expect_close(gout.host(), out, what + " forward");
@@ -378,16 +428,18 @@ std::vector<float> grads_of(Model& m) {
 // The same model (init 42) on the CPU and on a GPU backend, a batch, and the same initial state in each
 // backend's own memory, as the model takes it.
 struct CpuGpuPair {
-  CpuGpuPair(Backend& cpu, Backend& gpu, uint32_t seed, const ModelConfig& c = model_config())
+  // gpu_logits_block > 0: the GPU model computes its loss in blocks of that many logits.
+  CpuGpuPair(Backend& cpu, Backend& gpu, uint32_t seed, const ModelConfig& c = model_config(),
+             int64_t gpu_logits_block = 0)
       : config(c),
         mc(cpu, config),
-        mg(gpu, config),
+        mg(gpu, config, gpu_logits_block),
         batch(random_batch(config, {9, 7, 7, 4, 3}, seed)),
         scale(1.0f / static_cast<float>(batch.units())),
         h0(random_floats(state_elems(), seed + 1)),
         c0(random_floats(state_elems(), seed + 2)),
         h0_c(cpu, h0), c0_c(cpu, c0), hn_c(cpu, zeros()), cn_c(cpu, zeros()),
-        h0_g(gpu, h0), c0_g(gpu, c0), hn_g(gpu, zeros()), cn_g(gpu, zeros()) {
+        h0_g(gpu, h0), c0_g(gpu, c0), hn_g(gpu, nans(state_elems())), cn_g(gpu, nans(state_elems())) {
     mc.init(42);
     mg.init(42);
   }
@@ -558,26 +610,78 @@ TEST_F(CudaBackendTest, LocalRankWithoutGpuIsRefused) {
   }
 }
 
-TEST_F(CudaBackendTest, NcclSingleRank) {
+// NCCL on one rank: every collective goes through NCCL (a sum over one rank leaves the values as they
+// are), is only issued, and complete() waits for all of them at once: one host synchronisation.
+TEST_F(CudaBackendTest, NcclSingleRankGoesThroughNccl) {
 #if defined(RNN_DIST_HAVE_CUDA)
   auto bootstrap = make_single_process_communicator();
   auto nccl = make_nccl_communicator(*bootstrap, *gpu_);
   EXPECT_EQ(nccl->rank(), 0);
   EXPECT_EQ(nccl->size(), 1);
   const auto host = random_floats(1000, 50);
-  DeviceVector<float> data(*gpu_, host);
+  const std::vector<double> doubles = {1.5, -2.25, 1e300};
+  const std::vector<int64_t> ints = {7, -3, int64_t{1} << 40};
+  std::vector<Bf16> halves(999);
+  for (size_t i = 0; i < halves.size(); ++i) halves[i] = to_bf16(host[i]);
+  DeviceVector<float> data(*gpu_, host), bcast(*gpu_, host);
+  DeviceVector<double> gd(*gpu_, doubles);
+  DeviceVector<int64_t> gi(*gpu_, ints);
+  DeviceVector<Bf16> gh(*gpu_, halves);
+  const int64_t syncs = gpu_->host_syncs();
   nccl->allreduce_sum(data.get(), 1000);
   nccl->reduce_scatter_sum(data.get(), 1000);
   nccl->allgather(data.get(), 1000);
+  nccl->allreduce_sum(gd.get(), 3);
+  nccl->allreduce_max(gi.get(), 3);
+  nccl->allreduce_sum(gh.get(), 999);
+  nccl->reduce_scatter_sum(gh.get(), 999);
+  nccl->allgather(gh.get(), 999);
+  nccl->broadcast(bcast.get(), 1000 * sizeof(float), 0);
+  nccl->complete("the test's collectives");
+  EXPECT_EQ(gpu_->host_syncs() - syncs, 1) << "one wait for every collective issued";
+  nccl->complete("nothing");  // nothing issued since: no wait
+  EXPECT_EQ(gpu_->host_syncs() - syncs, 1);
   EXPECT_EQ(data.host(), host);
+  EXPECT_EQ(bcast.host(), host);
+  EXPECT_EQ(gd.host(), doubles);
+  EXPECT_EQ(gi.host(), ints);
+  const auto gh_host = gh.host();
+  for (size_t i = 0; i < halves.size(); ++i) ASSERT_EQ(gh_host[i].bits, halves[i].bits) << i;
   EXPECT_THROW(make_nccl_communicator(*bootstrap, *cpu_), Error);
 #else
   GTEST_SKIP() << "no GPU path in this build";
 #endif
 }
 
-// The NCCL mirror of a topology: node-level and cross-node communicators split from the world one (a
-// single rank here, so the sums are identities, but ncclCommSplit and the rank checks run).
+// The crash every multi-rank GPU run would have hit: complete() polls a collective queued behind a long
+// GEMM, so it sees cudaErrorNotReady, and the kernel launched next must not take that answer for its own
+// failure.
+TEST_F(CudaBackendTest, NcclWaitThroughNotReadyThenLaunch) {
+#if defined(RNN_DIST_HAVE_CUDA)
+  auto bootstrap = make_single_process_communicator();
+  auto nccl = make_nccl_communicator(*bootstrap, *gpu_);
+  const int64_t rows = 16384;
+  const int in = 4096, out = 4096;  // 0.55 TFLOP: milliseconds on any GPU
+  DeviceVector<float> x(*gpu_, std::vector<float>(rows * in, 0.01f)), w(*gpu_, std::vector<float>(int64_t{out} * in, 0.02f)),
+      y(*gpu_, nans(rows * out));
+  gpu_->synchronize();
+  gpu_->linear_forward(x.get(), rows, in, w.get(), nullptr, out, y.get());
+  nccl->allreduce_sum(y.get(), rows * out);
+  const int64_t polls = nccl_not_ready_polls();
+  nccl->complete("all-reduce behind a GEMM");
+  EXPECT_GT(nccl_not_ready_polls(), polls) << "the wait never saw the collective unfinished";
+  EXPECT_NO_THROW(gpu_->scale(y.get(), rows * out, 2.0f));
+  std::vector<float> corner(4);
+  gpu_->download(corner.data(), y.get(), corner.size() * sizeof(float));
+  for (float v : corner) EXPECT_NEAR(v, 2.0 * in * 0.01 * 0.02, 1e-3);
+#else
+  GTEST_SKIP() << "no GPU path in this build";
+#endif
+}
+
+// The NCCL mirror of a topology: node-level and cross-node communicators split from the world one, and
+// the flat and hierarchical sums through them (a single rank: fp32 sums are identities, bfloat16 ones
+// the CPU's rounding of each value), waited for once.
 TEST_F(CudaBackendTest, NcclTopologySingleRank) {
 #if defined(RNN_DIST_HAVE_CUDA)
   Topology mpi = make_single_process_topology();
@@ -587,16 +691,124 @@ TEST_F(CudaBackendTest, NcclTopologySingleRank) {
   EXPECT_EQ(nccl.cross->size(), 1);
   EXPECT_EQ(nccl.host, mpi.host);
   const auto host = random_floats(1001, 51);
-  DeviceVector<float> data(*gpu_, host);
+  std::vector<float> rounded(host.size());
+  for (size_t i = 0; i < host.size(); ++i) rounded[i] = from_bf16(to_bf16(host[i]));
   Tensor scratch(*gpu_, {0});
-  for (AllreduceAlgo algo : {AllreduceAlgo::flat, AllreduceAlgo::hierarchical})
-    allreduce_sum(nccl, algo, data.get(), 1001, scratch);
-  nccl.node->reduce_scatter_sum(data.get(), 1001);
-  nccl.cross->allreduce_sum(data.get(), 1001);
-  EXPECT_EQ(data.host(), host);
+  for (AllreduceAlgo algo : {AllreduceAlgo::flat, AllreduceAlgo::hierarchical}) {
+    for (WireType wire : {WireType::fp32, WireType::bf16}) {
+      SCOPED_TRACE(cat(algo == AllreduceAlgo::flat ? "flat" : "hierarchical", wire == WireType::bf16 ? " bf16" : " fp32"));
+      DeviceVector<float> data(*gpu_, host);
+      const int64_t syncs = gpu_->host_syncs();
+      allreduce_sum(nccl, algo, data.get(), 1001, scratch, wire);
+      nccl.world->complete("all-reduce");
+      EXPECT_EQ(gpu_->host_syncs() - syncs, 1);
+      EXPECT_EQ(data.host(), wire == WireType::fp32 ? host : rounded);
+    }
+  }
 #else
   GTEST_SKIP() << "no GPU path in this build";
 #endif
+}
+
+// bfloat16 conversions bit for bit against the CPU's (util/bfloat16.h): every bfloat16 back to float,
+// and floats of every exponent, exact ties, the largest finite values, infinities and subnormals to
+// bfloat16. A NaN stays a NaN; its payload is not promised (the CPU keeps the top payload bits and
+// quiets them, the GPU's cvt.rn.bf16.f32 gives the canonical NaN): the all-reduce needs only that a NaN
+// stays one, so that the step is skipped.
+TEST_F(CudaBackendTest, Bf16ConversionsMatchTheCpu) {
+  std::vector<Bf16> all(65536);
+  for (uint32_t b = 0; b < all.size(); ++b) all[b].bits = static_cast<uint16_t>(b);
+  DeviceVector<Bf16> gall(*gpu_, all);
+  DeviceVector<float> widened(*gpu_, nans(all.size()));
+  gpu_->from_bf16(widened.get(), gall.get(), static_cast<int64_t>(all.size()));
+  const auto w = widened.host();
+  for (size_t b = 0; b < all.size(); ++b) {
+    const float want = from_bf16(all[b]);
+    if (std::isnan(want))
+      ASSERT_TRUE(std::isnan(w[b])) << b;
+    else
+      ASSERT_EQ(std::memcmp(&w[b], &want, sizeof(float)), 0) << "bfloat16 " << b << ": got " << w[b] << ", want " << want;
+  }
+
+  std::mt19937 rng(52);
+  std::vector<uint32_t> patterns;
+  for (int i = 0; i < 200000; ++i) patterns.push_back(rng());
+  for (uint32_t hi = 0; hi < 65536; ++hi) patterns.push_back(hi << 16 | 0x8000u);  // every exact tie
+  for (uint32_t u : {0x00000000u, 0x80000000u, 0x7f7fffffu, 0xff7fffffu, 0x7f7f8000u, 0x7f800000u, 0xff800000u,
+                     0x00000001u, 0x007fffffu, 0x7fc00000u, 0x7fa00001u, 0xffffffffu})
+    patterns.push_back(u);
+  std::vector<float> x(patterns.size());
+  std::memcpy(x.data(), patterns.data(), x.size() * sizeof(float));
+  DeviceVector<float> gx(*gpu_, x);
+  DeviceVector<Bf16> gy(*gpu_, std::vector<Bf16>(x.size(), Bf16{0x7f81}));  // a signalling NaN: neither writes it
+  gpu_->to_bf16(gy.get(), gx.get(), static_cast<int64_t>(x.size()));
+  const auto y = gy.host();
+  for (size_t i = 0; i < x.size(); ++i) {
+    const Bf16 want = to_bf16(x[i]);
+    if (std::isnan(x[i]))
+      ASSERT_TRUE(std::isnan(from_bf16(y[i])) && y[i].bits != 0x7f81) << std::hex << patterns[i];
+    else
+      ASSERT_EQ(y[i].bits, want.bits) << "float bits " << std::hex << patterns[i];
+  }
+}
+
+// cuDNN's dropout between LSTM layers draws its own masks (the CPU's differ, see cudnn_lstm.cpp), so it
+// is checked by its effect: with batch 1 and one step, column j of layer 1's input-weight gradient is zero
+// exactly when unit j of layer 0's output was dropped, so the zero columns count the drops. Their rate
+// must be p, the masks must change from call to call, and inference must not drop anything.
+TEST_F(CudaBackendTest, CudnnInterLayerDropoutHasItsRate) {
+  const int H = 512;
+  const float p = 0.5f;
+  auto dropped = gpu_->make_lstm({8, H, 2, p}), plain = gpu_->make_lstm({8, H, 2, 0.0f});
+  std::map<std::string, std::vector<float>> values;
+  uint32_t seed = 300;
+  for (const ParamSlice& sl : plain->canonical_params()) values[sl.name] = random_floats(numel_of(sl.shape), seed++, 0.2f);
+  DeviceVector<float> wd(*gpu_, by_name(*dropped, values)), wp(*gpu_, by_name(*plain, values));
+  const Packing one = Packing::from_lengths(std::vector<int>{1});
+  DeviceVector<float> x(*gpu_, random_floats(8, 310)), dy(*gpu_, random_floats(H, 311));
+
+  DeviceVector<float> yd(*gpu_, nans(H)), yp(*gpu_, nans(H));
+  dropped->forward(wd.get(), one, x.get(), nullptr, nullptr, yd.get(), nullptr, nullptr, false, 0);
+  plain->forward(wp.get(), one, x.get(), nullptr, nullptr, yp.get(), nullptr, nullptr, false, 0);
+  expect_close(yd.host(), yp.host(), "inference output with dropout configured");
+
+  ParamSlice ih1;
+  for (const ParamSlice& sl : dropped->canonical_params())
+    if (sl.name == "weight_ih_l1") ih1 = sl;
+  ASSERT_EQ(ih1.shape, (std::vector<int64_t>{4 * H, H}));
+  int64_t zero_columns = 0, samples = 0;
+  std::vector<bool> first_mask;
+  bool changed = false;
+  for (int call = 0; call < 16; ++call) {
+    DeviceVector<float> dw(*gpu_, std::vector<float>(dropped->weight_elems(), 0.0f));
+    dropped->forward(wd.get(), one, x.get(), nullptr, nullptr, yd.get(), nullptr, nullptr, true, 99);
+    dropped->backward(wd.get(), dy.get(), nullptr, nullptr, nullptr, nullptr, nullptr, dw.get());
+    const auto g = slice_of(dw.host(), ih1);
+    std::vector<bool> mask(H);
+    for (int j = 0; j < H; ++j) {
+      bool zero = true;
+      for (int gate = 0; gate < 4 * H && zero; ++gate) zero = g[int64_t{gate} * H + j] == 0.0f;
+      mask[j] = zero;
+      zero_columns += zero;
+    }
+    samples += H;
+    if (call == 0) first_mask = mask;
+    changed = changed || mask != first_mask;
+  }
+  const double rate = double(zero_columns) / double(samples);
+  EXPECT_NEAR(rate, p, 0.06) << zero_columns << " of " << samples << " units dropped";
+  EXPECT_TRUE(changed) << "the same mask in 16 training passes";
+}
+
+// The loss over many logits blocks (a test hook cuts the GPU model's batch into blocks of 2 rows) adds up
+// on the device to the CPU's loss over one block, with the same gradients.
+TEST_F(CudaBackendTest, LossOverManyLogitsBlocksMatchesTheCpu) {
+  ModelConfig c = model_config();
+  CpuGpuPair(*cpu_, *gpu_, 36, c, 2 * c.vocab).expect_step_matches(kRtol, kRtol, "language model, 13 blocks");
+  c.task = Task::tag;
+  c.classes = 5;
+  c.bidirectional = true;
+  CpuGpuPair(*cpu_, *gpu_, 37, c, 2 * c.classes).expect_step_matches(kRtol, kRtol, "tagger, blocks of 2 rows");
 }
 
 }  // namespace

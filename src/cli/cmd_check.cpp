@@ -14,6 +14,7 @@
 #include <iomanip>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -27,8 +28,10 @@
 #include "rnn_dist/data/dataset.h"
 #include "rnn_dist/data/h5.h"
 #include "rnn_dist/dist/communicator.h"
+#include "rnn_dist/dist/watchdog.h"
 #include "rnn_dist/nn/backend.h"
 #include "rnn_dist/train/batch_plan.h"
+#include "rnn_dist/train/fault_injection.h"
 #include "rnn_dist/train/trainer_config.h"
 #include "rnn_dist/util/error.h"
 
@@ -59,6 +62,7 @@ po::options_description check_options(CheckOptions& o) {
       ("threads", po::value(&o.run.threads)->default_value(1), "CPU threads per rank, checked against the cores each rank may use")
       ("device", po::value(&o.run.device)->default_value("auto"), "auto (a GPU per rank when there are GPUs), cpu or cuda: the GPU checks follow it")
       ("allreduce", po::value(&o.run.allreduce)->default_value("flat"), "flat or hierarchical")
+      ("comm-timeout", po::value(&o.run.comm_timeout)->default_value(300), "seconds the checks' collectives and the set-up and shutdown of the NCCL communicators may take before the job ends with one message naming the rank and host, instead of hanging")
       ("ranks-per-node", po::value(&o.run.ranks_per_node)->default_value(0), "group consecutive ranks into nodes (0 = detect; default from RNN_DIST_RANKS_PER_NODE)");
   return d;
 }
@@ -293,9 +297,33 @@ bool on_gpus(const CheckOptions& o, const std::vector<Fields>& place) {
   return true;
 }
 
+// The trainer's deadline for the checks' collectives (with several ranks): a rank that hangs in one, or in
+// NCCL's set-up or shutdown (neither has a deadline of its own), must not hold every other rank in the
+// very failure check is there to diagnose. Rank 0 reports first, the others after a grace.
+class Deadline {
+ public:
+  Deadline(const CheckOptions& o, const Topology& topo)
+      : grace_(Watchdog::grace_of(topo.world_rank(), o.run.comm_timeout)) {
+    if (topo.world_size() > 1)
+      watchdog_.emplace(o.run.comm_timeout, grace_, cat("rank ", topo.world_rank(), " (", topo.host, ")"));
+  }
+  void arm(const char* what, double margin = 0) {
+    if (watchdog_) watchdog_->arm(what, 0, margin);
+  }
+  void disarm() {
+    if (watchdog_) watchdog_->disarm();
+  }
+  double grace() const { return grace_; }
+
+ private:
+  double grace_;
+  std::optional<Watchdog> watchdog_;
+};
+
 // The same sum as the MPI check through an NCCL communicator over the ranks' GPUs. Collective: every rank
-// decides from the same gathered reports, and NCCL starts only when every rank has its backend.
-Verdict check_nccl(const CheckOptions& o, Topology& topo, const std::vector<Fields>& place) {
+// decides from the same gathered reports, and NCCL starts only when every rank has its backend. The set-up,
+// the sums and the shutdown run under the deadline, and NCCL's own waits under the same limit.
+Verdict check_nccl(const CheckOptions& o, Topology& topo, const std::vector<Fields>& place, Deadline& deadline) {
   if (!on_gpus(o, place)) {
     const bool any = std::any_of(place.begin(), place.end(), [](const Fields& p) { return p[kGpus] != "0"; });
     return skip("nccl-allreduce", o.run.device == "cpu" ? "skipped: --device cpu"
@@ -319,22 +347,28 @@ Verdict check_nccl(const CheckOptions& o, Topology& topo, const std::vector<Fiel
   std::vector<AllreduceAlgo> algos = {AllreduceAlgo::flat};
   if (sizes[0] == -sizes[1]) algos.push_back(AllreduceAlgo::hierarchical);
   if (std::all_of(ready.begin(), ready.end(), [](const std::string& r) { return r == "ok"; })) {
+    deadline.arm("the set-up of the NCCL communicators", kNcclAbortMargin);
     try {
-      Topology nccl = make_nccl_topology(topo, *backend, 60);
+      Topology nccl = make_nccl_topology(topo, *backend, o.run.comm_timeout + deadline.grace());
+      deadline.arm("the NCCL all-reduce check", kNcclAbortMargin);
       Tensor device(*backend, {kCount}), scratch(*backend, {0});
       for (AllreduceAlgo algo : algos) {
         std::vector<float> data(kCount);
         for (int i = 0; i < kCount; ++i) data[i] = static_cast<float>((topo.world_rank() + 1) * (i + 1));
         backend->upload(device.data(), data.data(), sizeof(float) * kCount);
         allreduce_sum(nccl, algo, device.data(), kCount, scratch);
+        nccl.world->complete("all-reduce");
         backend->download(data.data(), device.data(), sizeof(float) * kCount);
         for (int i = 0; i < kCount && result == "ok"; ++i)
           if (data[i] != static_cast<float>(world * (world + 1) / 2 * (i + 1)))
             result = cat(algo == AllreduceAlgo::flat ? "flat" : "hierarchical", ": element ", i, " = ", data[i]);
       }
+      // Destroying the communicators waits for the peers.
+      deadline.arm("the shutdown of the NCCL communicators", kNcclAbortMargin);
     } catch (const Error& e) {
       result = e.what();
     }
+    deadline.disarm();
   }
   const std::vector<std::string> got = topo.world->allgather_strings(result);
   if (topo.world_rank() != 0) return {};
@@ -518,8 +552,13 @@ int check(const CheckOptions& o, Topology& topo) {
   // Collective checks run on every rank; rank 0 alone judges the gathered reports.
   std::vector<Verdict> verdicts;
   if (lead) verdicts.push_back(check_gpus(o, place));
+  // The trainer's message, and its fault-injection point, for a rank that hangs while the ranks connect.
+  Deadline deadline(o, topo);
+  deadline.arm("the set-up of the communicators");
+  injected_failure(topo.world_rank(), "connect");
   Verdict allreduce = check_allreduce(o, topo, place);
-  Verdict nccl = check_nccl(o, topo, place);
+  deadline.disarm();
+  Verdict nccl = check_nccl(o, topo, place, deadline);
   if (lead) verdicts.push_back(allreduce), verdicts.push_back(nccl);
   Verdict data = check_data(o, topo, place);
   Verdict ckpt = check_checkpoint_dir(o, topo, place);

@@ -264,6 +264,13 @@ class CpuBackend final : public Backend {
     for (int64_t i = 0; i < n; ++i) dst[i] = rnn_dist::from_bf16(src[i]);
   }
   void synchronize() override {}
+  void start_read(const double* device, int n) override {
+    if (n < 0 || n > kMaxRead) throw Error(cat("start_read of ", n, " doubles (at most ", kMaxRead, ")"));
+    std::copy_n(device, n, read_);
+    read_n_ = n;
+  }
+  void finish_read(double* host) override { std::copy_n(read_, read_n_, host); }
+  int64_t host_syncs() const override { return 0; }
   int64_t logits_block_elems() const override { return int64_t{1} << 22; }  // 16 MB
 
   void embedding_forward(const int32_t* ids, int64_t rows, const float* table, int dim, float* out) override {
@@ -280,9 +287,9 @@ class CpuBackend final : public Backend {
                        float* dw, float* db) override {
     cpu::linear_backward<float>(x, rows, in, w, out, dy, dx, dw, db, &team_);
   }
-  double cross_entropy(const float* logits, int64_t rows, int vocab, const int32_t* targets, float* dlogits,
-                       float grad_scale) override {
-    return cpu::cross_entropy<float>(logits, rows, vocab, targets, dlogits, grad_scale, &team_);
+  void cross_entropy(const float* logits, int64_t rows, int vocab, const int32_t* targets, float* dlogits,
+                     float grad_scale, double* loss_sum) override {
+    *loss_sum += cpu::cross_entropy<float>(logits, rows, vocab, targets, dlogits, grad_scale, &team_);
   }
   void dropout(const float* x, int64_t n, float p, uint64_t seed, float* y) override {
     const float keep_scale = 1.0f / (1.0f - p);
@@ -299,6 +306,7 @@ class CpuBackend final : public Backend {
                      const int32_t* argmax, float* dy) override {
     cpu::pool_backward<float>(dout, packing, dim, directions, pool, argmax, dy);
   }
+  void sum_squares(const float* x, int64_t n, double* out) override { *out = sum_squares(x, n); }
   double sum_squares(const float* x, int64_t n) override {
     // Per-member partial sums, added in member order: the result does not depend on timing.
     double part[cpu::Team::kMaxSize] = {};
@@ -363,6 +371,8 @@ class CpuBackend final : public Backend {
   }
 
   cpu::Team team_;
+  double read_[kMaxRead] = {};
+  int read_n_ = 0;
 };
 
 }  // namespace

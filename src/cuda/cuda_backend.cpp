@@ -48,6 +48,7 @@ struct PinnedOwner {
 // Uploads up to this size go through the pinned staging area (the batch's ids, targets and lengths);
 // larger ones (parameters from a checkpoint) are copied synchronously from the caller's memory.
 constexpr size_t kStagingMax = size_t{64} << 20;
+constexpr size_t kPinnedBytes = (Backend::kMaxRead + 1) * sizeof(double);
 constexpr size_t kStagingAlign = 256;
 
 int checked_int(int64_t v, const char* what) {
@@ -60,6 +61,7 @@ class CudaBackend final : public Backend {
   CudaBackend(int local_rank, MathMode math) {
     ctx_.device = local_rank;
     ctx_.math = math;
+    ctx_.syncs = &syncs_;
     // Binds this thread to its GPU before anything is created on a device (else it would land on GPU 0).
     CUDA_CHECK(cudaSetDevice(local_rank));
     cudaDeviceProp prop{};
@@ -88,8 +90,9 @@ class CudaBackend final : public Backend {
     CUDNN_CHECK(cudnnSetStream(cudnn_.h, stream_.s));
     ctx_.cudnn = cudnn_.h;
 
-    CUDA_CHECK(cudaMallocHost(&pinned_.p, sizeof(LossResult) + sizeof(double)));
-    scratch_ = Buffer(*this, kReduceBlocks * sizeof(double) + sizeof(LossResult) + sizeof(double));
+    CUDA_CHECK(cudaMallocHost(&pinned_.p, kPinnedBytes));
+    scratch_ = Buffer(*this, kReduceBlocks * sizeof(double) + 2 * sizeof(double));
+    CUDA_CHECK(cudaMemsetAsync(bad_target(), 0xff, sizeof(unsigned long long), stream_.s));
   }
 
   ~CudaBackend() override {
@@ -129,9 +132,10 @@ class CudaBackend final : public Backend {
 
   // The caller may reuse src as soon as this returns, yet the host does not wait for the device: src is
   // copied into the free part of a pinned staging area and the device copies from there, asynchronously
-  // (from pageable memory, cudaMemcpyAsync would wait). Each stream synchronisation frees the whole area.
+  // (from pageable memory, cudaMemcpyAsync would wait). Each wait for the stream frees the whole area.
   void upload(void* dst, const void* src, size_t bytes) override {
     if (bytes == 0) return;
+    if (staged_at_ != syncs_.count) staged_ = 0, staged_at_ = syncs_.count;
     if (bytes > kStagingMax) {
       CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_.s));
       sync_stream();
@@ -139,6 +143,7 @@ class CudaBackend final : public Backend {
     }
     if (staged_ + bytes > staging_.bytes) {
       sync_stream();  // every staged copy has completed: the whole area is free
+      staged_ = 0, staged_at_ = syncs_.count;
       if (bytes > staging_.bytes) {
         CUDA_CHECK(cudaFreeHost(staging_.p));
         staging_.p = nullptr;
@@ -171,6 +176,30 @@ class CudaBackend final : public Backend {
     CUDA_LAUNCH_CHECK(launch_from_bf16(reinterpret_cast<const uint16_t*>(src), n, dst, stream_.s));
   }
   void synchronize() override { sync_stream(); }
+
+  // pinned_ holds [kMaxRead doubles read | the bad-target word], copied in one go; the device's bad-target
+  // word is reset behind the copy, so each read reports what was found since the last one.
+  void start_read(const double* device, int n) override {
+    if (n < 0 || n > kMaxRead) throw Error(cat("start_read of ", n, " doubles (at most ", kMaxRead, ")"));
+    auto* host = static_cast<double*>(pinned_.p);
+    if (n > 0) CUDA_CHECK(cudaMemcpyAsync(host, device, n * sizeof(double), cudaMemcpyDeviceToHost, stream_.s));
+    CUDA_CHECK(cudaMemcpyAsync(host + kMaxRead, bad_target(), sizeof(unsigned long long), cudaMemcpyDeviceToHost,
+                               stream_.s));
+    CUDA_CHECK(cudaMemsetAsync(bad_target(), 0xff, sizeof(unsigned long long), stream_.s));
+    read_n_ = n;
+    read_at_ = syncs_.count;
+  }
+  void finish_read(double* host) override {
+    if (read_at_ == syncs_.count) sync_stream();  // no wait since the copy was issued
+    const auto* pinned = static_cast<const double*>(pinned_.p);
+    unsigned long long bad = 0;
+    std::memcpy(&bad, pinned + kMaxRead, sizeof(bad));
+    if (bad != kNoBadTarget)
+      throw Error(cat("cross_entropy: target ", static_cast<int32_t>(static_cast<uint32_t>(bad)), " of row ", bad >> 32,
+                      " is outside the vocabulary of ", vocab_));
+    std::copy_n(pinned, read_n_, host);
+  }
+  int64_t host_syncs() const override { return syncs_.count; }
   // 256 MB: a word-level batch (128 x 110 rows, V = 10,000) in 3 blocks, not 34 (each waits for its loss).
   int64_t logits_block_elems() const override { return int64_t{1} << 26; }
 
@@ -215,26 +244,16 @@ class CudaBackend final : public Backend {
     }
   }
 
-  double cross_entropy(const float* logits, int64_t rows, int vocab, const int32_t* targets, float* dlogits,
-                       float grad_scale) override {
+  void cross_entropy(const float* logits, int64_t rows, int vocab, const int32_t* targets, float* dlogits,
+                     float grad_scale, double* loss_sum) override {
     if (static_cast<size_t>(rows) * sizeof(double) > row_loss_.bytes()) {
       row_loss_ = Buffer();
       row_loss_ = Buffer(*this, static_cast<size_t>(rows) * sizeof(double) * 3 / 2 + 256);
     }
-    auto* result = loss_result();
-    CUDA_CHECK(cudaMemsetAsync(&result->bad_row, 0xff, sizeof(result->bad_row), stream_.s));
+    vocab_ = vocab;
     CUDA_LAUNCH_CHECK(launch_cross_entropy(logits, rows, vocab, targets, dlogits, grad_scale,
-                                    static_cast<double*>(row_loss_.data()), partial(), result, stream_.s));
-    auto* host = static_cast<LossResult*>(pinned_.p);
-    CUDA_CHECK(cudaMemcpyAsync(host, result, sizeof(LossResult), cudaMemcpyDeviceToHost, stream_.s));
-    sync_stream();
-    if (host->bad_row != ~0ull) {
-      const int64_t r = static_cast<int64_t>(host->bad_row);
-      int32_t target = 0;
-      download(&target, targets + r, sizeof(target));
-      throw Error(cat("cross_entropy: target ", target, " of row ", r, " is outside the vocabulary of ", vocab));
-    }
-    return host->sum;
+                                           static_cast<double*>(row_loss_.data()), partial(), loss_sum, bad_target(),
+                                           stream_.s));
   }
 
   void dropout(const float* x, int64_t n, float p, uint64_t seed, float* y) override {
@@ -255,13 +274,16 @@ class CudaBackend final : public Backend {
     CUDA_LAUNCH_CHECK(launch_pool_backward(dout, lengths(), step_offset(), packing.batch(), dim, directions,
                                            static_cast<int>(pool), argmax, dy, stream_.s));
   }
-  double sum_squares(const float* x, int64_t n) override {
-    double* out = reinterpret_cast<double*>(loss_result() + 1);
+  void sum_squares(const float* x, int64_t n, double* out) override {
     CUDA_LAUNCH_CHECK(launch_sum_squares(x, n, partial(), out, stream_.s));
-    auto* host = reinterpret_cast<double*>(static_cast<LossResult*>(pinned_.p) + 1);
-    CUDA_CHECK(cudaMemcpyAsync(host, out, sizeof(double), cudaMemcpyDeviceToHost, stream_.s));
-    sync_stream();
-    return *host;
+  }
+  double sum_squares(const float* x, int64_t n) override {
+    double* out = partial() + kReduceBlocks + 1;
+    sum_squares(x, n, out);
+    double v = 0;
+    start_read(out, 1);
+    finish_read(&v);
+    return v;
   }
 
   void scale(float* x, int64_t n, float a) override { CUDA_LAUNCH_CHECK(launch_scale(x, n, a, stream_.s)); }
@@ -300,12 +322,12 @@ class CudaBackend final : public Backend {
 
   void sync_stream() {
     CUDA_CHECK(cudaStreamSynchronize(stream_.s));
-    staged_ = 0;
+    ++syncs_.count;
   }
 
-  // scratch_ holds [kReduceBlocks partial sums | LossResult | one double].
+  // scratch_ holds [kReduceBlocks partial sums | the bad-target word | one double for sum_squares()].
   double* partial() { return static_cast<double*>(scratch_.data()); }
-  LossResult* loss_result() { return reinterpret_cast<LossResult*>(partial() + kReduceBlocks); }
+  unsigned long long* bad_target() { return reinterpret_cast<unsigned long long*>(partial() + kReduceBlocks); }
 
   // C = op(A) op(B) + beta C over fp32 column-major matrices, in the backend's compute type.
   void gemm(cublasOperation_t op_a, cublasOperation_t op_b, int m, int n, int k, const float* a, int lda,
@@ -324,7 +346,12 @@ class CudaBackend final : public Backend {
   CublasOwner cublas_;
   CudnnOwner cudnn_;
   PinnedOwner pinned_, staging_;
-  size_t staged_ = 0;  // bytes of staging_ that copies enqueued since the last synchronisation may still read
+  HostSyncs syncs_;
+  size_t staged_ = 0;       // bytes of staging_ that copies issued since the last wait may still read
+  int64_t staged_at_ = 0;   // syncs_.count when staged_ was last reset
+  int64_t read_at_ = -1;    // syncs_.count when the last start_read() was issued
+  int read_n_ = 0;
+  int vocab_ = 0;           // of the last cross_entropy(), for its error message
   Buffer scratch_, row_loss_, ones_, packing_;
   size_t packing_lengths_bytes_ = 0;
 };

@@ -13,6 +13,13 @@
 
 namespace rnn_dist::cuda {
 
+// How many times the host has waited until the stream ran dry: each wait bumps `count`, so a value read
+// back after a wait that began later than its copy is already there (Backend::finish_read), and the
+// pinned staging area is free again.
+struct HostSyncs {
+  int64_t count = 0;
+};
+
 // Everything of one backend runs on one stream, so that work is ordered without events.
 struct Context {
   int device = 0;
@@ -20,6 +27,7 @@ struct Context {
   cublasHandle_t cublas = nullptr;
   cudnnHandle_t cudnn = nullptr;
   MathMode math = MathMode::fp32;  // of cuBLAS (set on the handle) and of cuDNN's LSTM (its descriptor)
+  HostSyncs* syncs = nullptr;      // the backend's, counted by whoever waits for the stream
 };
 
 // The backend on GPU local_rank (make_cuda_backend checks first that the GPU exists).

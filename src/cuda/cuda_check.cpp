@@ -46,6 +46,8 @@ bool sync_after_launch() {
 #endif
 }
 
+void discard_stale_error() noexcept { (void)cudaGetLastError(); }
+
 void check_launch(cudaError_t launched, const char* expr, const char* file, int at) {
   if (launched != cudaSuccess) fail("CUDA", cudaGetErrorString(launched), expr, file, at);
   if (!sync_after_launch()) return;

@@ -27,6 +27,11 @@ void warn(const char* library, const char* message, const char* expr, const char
 // waits for the device after each launch, so the error names the launch that caused it.
 bool sync_after_launch();
 void check_launch(cudaError_t launched, const char* expr, const char* file, int line);
+// A launch's status is read from the thread's last-error slot, which may still hold an answer left by an
+// earlier call that was not an error of ours: cudaEventQuery's cudaErrorNotReady, above all. Cleared before
+// each launch, so that a launch reports its own failure only. An error that really broke the context is
+// sticky: the launch after it fails with it again.
+void discard_stale_error() noexcept;
 
 }  // namespace rnn_dist::cuda
 
@@ -42,8 +47,9 @@ void check_launch(cudaError_t launched, const char* expr, const char* file, int 
 #define CUDNN_CHECK(expr) RNN_DIST_GPU_CHECK_(fail, "cuDNN", CUDNN_STATUS_SUCCESS, cudnnGetErrorString, expr)
 #define NCCL_CHECK(expr) RNN_DIST_GPU_CHECK_(fail, "NCCL", ncclSuccess, ncclGetErrorString, expr)
 
-// For the launch_* functions of kernels.h, which return the launch's status.
-#define CUDA_LAUNCH_CHECK(expr) ::rnn_dist::cuda::check_launch((expr), #expr, __FILE__, __LINE__)
+// For the launch_* functions of kernels.h, which return the launch's status (cudaGetLastError()).
+#define CUDA_LAUNCH_CHECK(expr) \
+  ::rnn_dist::cuda::check_launch((::rnn_dist::cuda::discard_stale_error(), (expr)), #expr, __FILE__, __LINE__)
 
 #define CUDA_WARN(expr) RNN_DIST_GPU_CHECK_(warn, "CUDA", cudaSuccess, cudaGetErrorString, expr)
 #define CUBLAS_WARN(expr) RNN_DIST_GPU_CHECK_(warn, "cuBLAS", CUBLAS_STATUS_SUCCESS, cublasGetStatusString, expr)

@@ -111,7 +111,7 @@ __global__ void embedding_backward_kernel(const int32_t* ids, int64_t rows, cons
 // logits.
 __global__ void cross_entropy_kernel(const float* logits, int64_t rows, int vocab, const int32_t* targets,
                                      float* dlogits, float grad_scale, double* row_loss,
-                                     unsigned long long* bad_row) {
+                                     unsigned long long* bad_target) {
   __shared__ double dshared[32];
   __shared__ float fshared[32];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -119,7 +119,7 @@ __global__ void cross_entropy_kernel(const float* logits, int64_t rows, int voca
     const int32_t target = targets[r];
     if (target < 0 || target >= vocab) {
       if (threadIdx.x == 0) {
-        atomicMin(bad_row, static_cast<unsigned long long>(r));
+        atomicMin(bad_target, bad_target_code(r, target));
         row_loss[r] = 0;
       }
       continue;  // uniform across the block: every thread reads the same target
@@ -164,12 +164,14 @@ __global__ void reduce_stage1(const T* x, int64_t n, double* partial) {
   if (threadIdx.x == 0) partial[blockIdx.x] = s;
 }
 
+// *out = the sum of the partials, or *out += it (the loss blocks of one batch).
+template <bool kAdd>
 __global__ void reduce_stage2(const double* partial, int n, double* out) {
   __shared__ double shared[32];
   double s = 0;
   for (int i = threadIdx.x; i < n; i += blockDim.x) s += partial[i];
   s = block_sum(s, shared);
-  if (threadIdx.x == 0) *out = s;
+  if (threadIdx.x == 0) *out = kAdd ? *out + s : s;
 }
 
 // Operation for operation as CpuBackend::sgd_update/adam_update; the _rn intrinsics keep nvcc from
@@ -251,16 +253,15 @@ cudaError_t launch_embedding_backward(const int32_t* ids, int64_t rows, const fl
 
 cudaError_t launch_cross_entropy(const float* logits, int64_t rows, int vocab, const int32_t* targets,
                                  float* dlogits, float grad_scale, double* row_loss, double* partial,
-                                 LossResult* result, cudaStream_t stream) {
+                                 double* loss_sum, unsigned long long* bad_target, cudaStream_t stream) {
   if (rows > 0) {
     const unsigned grid = static_cast<unsigned>(std::min<int64_t>(rows, 1 << 20));
     cross_entropy_kernel<<<grid, kThreads, 0, stream>>>(logits, rows, vocab, targets, dlogits, grad_scale, row_loss,
-                                                       &result->bad_row);
+                                                       bad_target);
     reduce_stage1<false, double><<<kReduceBlocks, kThreads, 0, stream>>>(row_loss, rows, partial);
-    reduce_stage2<<<1, kThreads, 0, stream>>>(partial, kReduceBlocks, &result->sum);
-    return cudaGetLastError();
+    reduce_stage2<true><<<1, kThreads, 0, stream>>>(partial, kReduceBlocks, loss_sum);
   }
-  return cudaMemsetAsync(&result->sum, 0, sizeof(double), stream);
+  return cudaGetLastError();
 }
 
 cudaError_t launch_dropout(const float* x, int64_t n, float p, float keep_scale, uint64_t seed, float* y,
@@ -271,7 +272,7 @@ cudaError_t launch_dropout(const float* x, int64_t n, float p, float keep_scale,
 
 cudaError_t launch_sum_squares(const float* x, int64_t n, double* partial, double* out, cudaStream_t stream) {
   reduce_stage1<true, float><<<kReduceBlocks, kThreads, 0, stream>>>(x, n, partial);
-  reduce_stage2<<<1, kThreads, 0, stream>>>(partial, kReduceBlocks, out);
+  reduce_stage2<false><<<1, kThreads, 0, stream>>>(partial, kReduceBlocks, out);
   return cudaGetLastError();
 }
 

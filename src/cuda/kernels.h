@@ -1,6 +1,7 @@
 // Launchers of the CUDA backend's own kernels (kernels.cu). Plain functions over raw device pointers and
 // sizes, C++17 and free of our C++20 headers so that both nvcc and the host code include it. Each enqueues
-// on `stream` and returns the launch status (cudaGetLastError()); shapes follow cpu/cpu_kernels.h, row-major.
+// on `stream` and returns the launch status (cudaGetLastError(), so a stale error must be cleared before the
+// call, as CUDA_LAUNCH_CHECK does); shapes follow cpu/cpu_kernels.h, row-major.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -12,12 +13,13 @@ namespace rnn_dist::cuda {
 // Blocks of the first stage of the two-stage reductions: `partial` buffers hold this many doubles.
 constexpr int kReduceBlocks = 256;
 
-// What the loss kernel leaves for one small readback: the loss sum, and the first row whose target lies
-// outside the vocabulary (UINT64_MAX when none; the caller sets it before the launch).
-struct LossResult {
-  double sum;
-  unsigned long long bad_row;
-};
+// A target outside the vocabulary, as the loss kernel records it: the row in the high 32 bits and the
+// target's bits in the low ones, so that atomicMin keeps the first bad row with its target. No bad target
+// leaves the word at kNoBadTarget, which the caller sets.
+constexpr unsigned long long kNoBadTarget = ~0ull;
+__host__ __device__ inline unsigned long long bad_target_code(int64_t row, int32_t target) {
+  return (static_cast<unsigned long long>(row) << 32) | static_cast<uint32_t>(target);
+}
 
 cudaError_t launch_fill(float* x, int64_t n, float value, cudaStream_t stream);
 // y[r, :] = b for every row: the bias the output-layer GEMM then adds onto.
@@ -37,11 +39,11 @@ cudaError_t launch_embedding_backward(const int32_t* ids, int64_t rows, const fl
                                       cudaStream_t stream);
 
 // Fused log-softmax + NLL (+ gradient when dlogits is not null; it may alias logits), one block per row.
-// row_loss: rows doubles of scratch; partial: kReduceBlocks doubles; result->sum receives the total and
-// result->bad_row the first bad row.
+// row_loss: rows doubles of scratch; partial: kReduceBlocks doubles; *loss_sum += the rows' total, and
+// *bad_target keeps the smallest bad_target_code of a row whose target lies outside the vocabulary.
 cudaError_t launch_cross_entropy(const float* logits, int64_t rows, int vocab, const int32_t* targets,
                                  float* dlogits, float grad_scale, double* row_loss, double* partial,
-                                 LossResult* result, cudaStream_t stream);
+                                 double* loss_sum, unsigned long long* bad_target, cudaStream_t stream);
 
 // y[i] = uniform01(seed, i) < p ? 0 : x[i] * keep_scale, the CPU backend's mask bit for bit.
 cudaError_t launch_dropout(const float* x, int64_t n, float p, float keep_scale, uint64_t seed, float* y,

@@ -270,7 +270,6 @@ void hierarchical(Topology& topo, T* wire, int64_t chunk) {
 }  // namespace
 
 void allreduce_sum(Topology& topo, AllreduceAlgo algo, float* data, int64_t n, Tensor& scratch, WireType wire) {
-  if (topo.world_size() == 1) return;
   if (algo == AllreduceAlgo::flat && wire == WireType::fp32) {
     topo.world->allreduce_sum(data, n);
     return;

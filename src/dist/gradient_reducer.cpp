@@ -70,7 +70,7 @@ void GradientReducer::final_from(int64_t offset) {
 
 void GradientReducer::finish() {
   if (!thread_.joinable()) {
-    reduce(0, n_, 0, 0);
+    issue(0, n_, 0, 0);
     return;
   }
   const auto end = std::chrono::steady_clock::now();
@@ -106,15 +106,39 @@ std::vector<double> GradientReducer::mean_done_seconds() const {
   return out;
 }
 
-void GradientReducer::reduce(int64_t begin, int64_t end, int first, int last) {
+void GradientReducer::complete() {
+  if (!thread_.joinable() && topo_.world_size() > 1) wait_issued();
+}
+
+// A single rank sums nothing: its values are not even rounded to bfloat16.
+void GradientReducer::issue(int64_t begin, int64_t end, int first, int last) {
   if (topo_.world_size() == 1 || end <= begin) return;
   if (watchdog_) watchdog_->arm("the gradient all-reduce", step_, margin_, first + 1, last + 1, parts_);
   try {
     allreduce_sum(topo_, options_.algo, data_ + begin, end - begin, scratch_, options_.wire);
   } catch (...) {
-    if (watchdog_) watchdog_->disarm();
+    disarm();
     throw;
   }
+}
+
+void GradientReducer::reduce(int64_t begin, int64_t end, int first, int last) {
+  if (topo_.world_size() == 1 || end <= begin) return;
+  issue(begin, end, first, last);
+  wait_issued();
+}
+
+void GradientReducer::wait_issued() {
+  try {
+    topo_.world->complete("all-reduce");
+  } catch (...) {
+    disarm();
+    throw;
+  }
+  disarm();
+}
+
+void GradientReducer::disarm() {
   if (watchdog_) watchdog_->disarm();
 }
 

@@ -1,6 +1,7 @@
 // Watchdog (see watchdog.h): one thread that sleeps until the armed deadline or a change of state.
 #include "rnn_dist/dist/watchdog.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
@@ -12,6 +13,8 @@ namespace rnn_dist {
 
 Watchdog::Watchdog(double seconds, double grace, std::string who)
     : seconds_(seconds), grace_(grace), who_(std::move(who)), thread_([this] { watch(); }) {}
+
+double Watchdog::grace_of(int world_rank, double seconds) { return world_rank == 0 ? 0.0 : std::min(10.0, seconds); }
 
 Watchdog::~Watchdog() {
   {

@@ -150,6 +150,7 @@ Model::Model(Backend& backend, const ModelConfig& config, int64_t logits_block_e
   grads_ = Tensor(backend, {total});
   backend.zero(params_.data(), total);
   backend.zero(grads_.data(), total);
+  loss_ = Buffer(backend, sizeof(double));
   for (Tensor* t : {&emb_, &emb_drop_, &y_, &pooled_, &feat_drop_, &logits_, &dfeat_, &dy_, &dx_, &state_in_,
                     &state_out_})
     *t = Tensor(backend, {0});
@@ -194,16 +195,32 @@ void Model::upload_params(const std::vector<float>& host) {
 
 double Model::forward_backward(const Batch& batch, float grad_scale, uint64_t dropout_seed, const float* h0,
                                const float* c0, float* hn, float* cn, GradientReady* ready) {
-  return run(batch, true, grad_scale, dropout_seed, h0, c0, hn, cn, nullptr, ready);
+  return read_loss(batch, true, grad_scale, dropout_seed, h0, c0, hn, cn, ready);
+}
+
+void Model::forward_backward_into(double* loss_sum, const Batch& batch, float grad_scale, uint64_t dropout_seed,
+                                  const float* h0, const float* c0, float* hn, float* cn, GradientReady* ready) {
+  run(batch, true, grad_scale, dropout_seed, h0, c0, hn, cn, loss_sum, nullptr, ready);
 }
 
 double Model::evaluate(const Batch& batch, const float* h0, const float* c0, float* hn, float* cn) {
-  return run(batch, false, 0.0f, 0, h0, c0, hn, cn);
+  return read_loss(batch, false, 0.0f, 0, h0, c0, hn, cn, nullptr);
+}
+
+double Model::read_loss(const Batch& batch, bool train, float grad_scale, uint64_t dropout_seed, const float* h0,
+                        const float* c0, float* hn, float* cn, GradientReady* ready) {
+  auto* loss = static_cast<double*>(loss_.data());
+  backend_.zero(reinterpret_cast<float*>(loss), sizeof(double) / sizeof(float));  // 0.0 is all zero bits
+  run(batch, train, grad_scale, dropout_seed, h0, c0, hn, cn, loss, nullptr, ready);
+  double sum = 0;
+  backend_.start_read(loss, 1);
+  backend_.finish_read(&sum);
+  return sum;
 }
 
 std::vector<float> Model::log_probs(const Batch& batch) {
   std::vector<float> out;
-  run(batch, false, 0.0f, 0, nullptr, nullptr, nullptr, nullptr, &out);
+  run(batch, false, 0.0f, 0, nullptr, nullptr, nullptr, nullptr, nullptr, &out);
   const int64_t O = config_.outputs();
   for (size_t r = 0; r < out.size(); r += O) {
     float* row = out.data() + r;
@@ -216,8 +233,9 @@ std::vector<float> Model::log_probs(const Batch& batch) {
   return out;
 }
 
-double Model::run(const Batch& batch, bool train, float grad_scale, uint64_t dropout_seed, const float* h0,
-                  const float* c0, float* hn, float* cn, std::vector<float>* scores, GradientReady* ready) {
+void Model::run(const Batch& batch, bool train, float grad_scale, uint64_t dropout_seed, const float* h0,
+                const float* c0, float* hn, float* cn, double* loss_sum, std::vector<float>* scores,
+                GradientReady* ready) {
   const bool classify = config_.task == Task::classify;
   const int B = batch.packing.batch(), D = config_.directions();
   const int64_t rows = batch.tokens(), E = config_.embed, F = config_.features(), O = config_.outputs();
@@ -278,7 +296,7 @@ double Model::run(const Batch& batch, bool train, float grad_scale, uint64_t dro
   Tensor& dfeat = classify ? dfeat_ : dy_;
   if (train) dfeat.resize({head_rows, F});
 
-  double loss = 0, backward = 0;
+  double backward = 0;
   const int64_t chunk = logits_block_rows_;
   if (scores) scores->resize(head_rows * O);
   for (int64_t r0 = 0; r0 < head_rows; r0 += chunk) {
@@ -290,8 +308,8 @@ double Model::run(const Batch& batch, bool train, float grad_scale, uint64_t dro
       backend_.download(scores->data() + r0 * O, logits_.data(), n * O * sizeof(float));
       continue;
     }
-    loss += backend_.cross_entropy(logits_.data(), n, static_cast<int>(O), targets + r0,
-                                   train ? logits_.data() : nullptr, grad_scale);
+    backend_.cross_entropy(logits_.data(), n, static_cast<int>(O), targets + r0, train ? logits_.data() : nullptr,
+                           grad_scale, loss_sum);
     if (train) {
       const auto b0 = Clock::now();
       backend_.linear_backward(feat + r0 * F, n, static_cast<int>(F), param(out_w_offset_), static_cast<int>(O),
@@ -329,7 +347,6 @@ double Model::run(const Batch& batch, bool train, float grad_scale, uint64_t dro
     backward += seconds_since(b0);
   }
   timing_.backward = backward;
-  return loss;
 }
 
 std::vector<float> Model::step(int32_t token, std::vector<float>& h, std::vector<float>& c) {

@@ -15,5 +15,6 @@ namespace {
 
 std::unique_ptr<Communicator> make_nccl_communicator(Communicator&, Backend&, double) { unavailable(); }
 Topology make_nccl_topology(Topology&, Backend&, double) { unavailable(); }
+int64_t nccl_not_ready_polls() { return 0; }
 
 }  // namespace rnn_dist

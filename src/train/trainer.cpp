@@ -65,9 +65,6 @@ struct StepTotals {
   }
 };
 
-// How long the watchdog waits beyond NCCL's own deadline, for NCCL's abort to return (it may block on a
-// peer that hangs: NVIDIA/nccl#863).
-constexpr double kNcclAbortMargin = 10;
 // How much longer than --comm-timeout the other ranks wait for rank 0 to write a checkpoint.
 constexpr double kCheckpointWriteAllowance = 600;
 // The exit status of a run that finished, but with steps skipped or its metrics incomplete (0: neither;
@@ -156,6 +153,10 @@ class Trainer {
   Clock::time_point start_, last_log_;
   double interval_tokens_ = 0, interval_units_ = 0, interval_loss_ = 0;
   double t_wait_ = 0, t_compute_ = 0, t_allreduce_ = 0, t_update_ = 0;
+  // Host synchronisations with the device in the steps (Backend::host_syncs): their sum and the most in one.
+  int64_t step_syncs_ = 0, max_step_syncs_ = 0, synced_steps_ = 0;
+  // The step's loss sum and squared gradient norm in the backend's memory, read back together.
+  Buffer step_scalars_;
   double total_tokens_ = 0;
   int64_t bad_steps_ = 0, bad_in_a_row_ = 0;
   int64_t first_step_ = 0;  // pos_.step when this run's training began (after a resume: the checkpoint's)
@@ -311,7 +312,7 @@ void Trainer::connect() {
   // set-up blocks without a deadline (a rank that fails or hangs in it holds the others there), so it runs
   // under the watchdog, which stays armed until every rank has agreed that it went well (connected()).
   if (topo_.world_size() > 1) {
-    grace_ = lead_ ? 0.0 : std::min(10.0, c_.comm_timeout);
+    grace_ = Watchdog::grace_of(topo_.world_rank(), c_.comm_timeout);
     watchdog_.emplace(c_.comm_timeout, grace_, cat("rank ", topo_.world_rank(), " (", topo_.host, ")"));
     watchdog_->arm("the set-up of the communicators", 0);
   }
@@ -323,6 +324,7 @@ void Trainer::connect() {
   if (nccl) nccl_topo_ = make_nccl_topology(topo_, *backend_, c_.comm_timeout + grace_);
   reduce_topo_ = nccl ? &nccl_topo_ : &topo_;
   scratch_ = Tensor(*backend_, {0});
+  step_scalars_ = Buffer(*backend_, 2 * sizeof(double));
   GradientReducer::Options ro;
   ro.algo = c_.allreduce == "flat" ? AllreduceAlgo::flat : AllreduceAlgo::hierarchical;
   ro.wire = c_.allreduce_dtype == "bf16" ? WireType::bf16 : WireType::fp32;
@@ -597,7 +599,10 @@ int Trainer::run() {
       Batch batch = reader.take();
       if (k + 1 < steps_per_epoch) reader.request(k + 1);
       auto t1 = Clock::now();
+      const int64_t syncs_before = backend.host_syncs();
       backend.zero(model.grads().data(), n);
+      auto* scalars = static_cast<double*>(step_scalars_.data());  // [loss sum, squared gradient norm]
+      backend.zero(reinterpret_cast<float*>(scalars), sizeof(double) / sizeof(float));  // 0.0: all zero bits
       // Before the backward pass, which adds to it: with overlap, element 0's bucket leaves with the pass.
       if (injected_nan(topo_.world_rank(), pos_.step + 1)) {
         const float nan = std::numeric_limits<float>::quiet_NaN();
@@ -608,22 +613,29 @@ int Trainer::run() {
       // Only the last one's backward pass makes gradients final, and overlaps the all-reduce.
       const float scale = source_->gradient_scale(k);
       const uint64_t seed = mix_seed(mix_seed(c_.seed, pos_.step), topo_.world_rank());
-      double loss_sum = 0;
       if (c_.accumulate == 1) {
-        loss_sum = model.forward_backward(batch, scale, seed, h, cs, h, cs, &*reducer_);
+        model.forward_backward_into(scalars, batch, scale, seed, h, cs, h, cs, &*reducer_);
       } else {
         const std::vector<Batch> micro = split_batch(batch, c_.accumulate);
         for (size_t m = 0; m < micro.size(); ++m)
-          loss_sum += model.forward_backward(micro[m], scale, m == 0 ? seed : mix_seed(seed, m), nullptr, nullptr,
-                                             nullptr, nullptr, m + 1 == micro.size() ? &*reducer_ : nullptr);
+          model.forward_backward_into(scalars, micro[m], scale, m == 0 ? seed : mix_seed(seed, m), nullptr, nullptr,
+                                      nullptr, nullptr, m + 1 == micro.size() ? &*reducer_ : nullptr);
       }
       auto t2 = Clock::now();
       // What the backward pass has not sent yet, and the wait for every bucket (the exposed communication).
+      // On a GPU nothing so far has waited for the device: the all-reduce, the gradient norm and the read
+      // of both scalars are queued behind the step's kernels, and the step waits once, in complete().
+      double read[2] = {0, 0};
       try {
         reducer_->finish();
+        backend.sum_squares(model.grads().data(), n, scalars + 1);
+        backend.start_read(scalars, 2);
+        reducer_->complete();
+        backend.finish_read(read);
       } catch (const Error& e) {
         throw Error(cat("step ", pos_.step + 1, ": ", e.what()));
       }
+      const double loss_sum = read[0], norm = std::sqrt(read[1]);
       // The step's loss sum, loss terms and rows, and the stop requests (a signal on any rank stops every
       // rank after this step), in one small all-reduce of doubles (exact, where float counts are not past 2^24).
       StepTotals totals(loss_sum, batch, g_stop_signal);
@@ -633,7 +645,6 @@ int Trainer::run() {
       epoch_rows += batch.tokens();
       const int stop = totals.stop_signal();
       auto t3 = Clock::now();
-      const double norm = std::sqrt(backend.sum_squares(model.grads().data(), n));
       const double loss = totals.loss_sum() / totals.units();
       const float lr = schedule_->lr(pos_.step, epoch);
       ++pos_.step;
@@ -658,6 +669,9 @@ int Trainer::run() {
           throw AgreedError(cat(bad_in_a_row_, " consecutive steps with a non-finite loss or gradient norm (step ",
                                 pos_.step, "; --max-bad-steps ", c_.max_bad_steps, "): lower --lr or set --clip-norm"));
       }
+      const int64_t syncs = backend.host_syncs() - syncs_before;
+      step_syncs_ += syncs, ++synced_steps_;
+      max_step_syncs_ = std::max(max_step_syncs_, syncs);
       t_wait_ += std::chrono::duration<double>(t1 - t0).count();
       t_compute_ += std::chrono::duration<double>(t2 - t1).count();
       t_allreduce_ += std::chrono::duration<double>(t3 - t2).count();
@@ -729,7 +743,9 @@ int Trainer::run() {
                << shortest(total_tokens_ / std::max(total, 1e-9)) << ",\"compute_s\":" << shortest(t_compute_)
                << ",\"allreduce_s\":" << shortest(t_allreduce_) << ",\"data_wait_s\":" << shortest(t_wait_)
                << ",\"update_s\":" << shortest(t_update_) << ",\"allreduce_dtype\":\"" << c_.allreduce_dtype
-               << "\",\"overlap\":" << (overlap_ ? "true" : "false");
+               << "\",\"overlap\":" << (overlap_ ? "true" : "false") << ",\"host_syncs_per_step\":"
+               << shortest(double(step_syncs_) / double(std::max<int64_t>(1, synced_steps_)))
+               << ",\"host_syncs_max\":" << max_step_syncs_;
       // The buckets' sizes, how long before the backward pass ended each was sent (the model's inputs) and
       // when it completed.
       if (overlap_) {

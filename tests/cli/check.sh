@@ -3,7 +3,8 @@
 # for a rank without a GPU under --device cuda, hierarchical all-reduce over unequal nodes, a data file
 # missing everywhere or on one rank only, not HDF5, too small for the global batch or with another
 # vocabulary, an unwritable checkpoint directory or one other ranks do not see, threads beyond the
-# cores), exit codes (0 all pass, 1 a check fails, 2 bad arguments printed once) and --config reading.
+# cores), exit codes (0 all pass, 1 a check fails, 2 bad arguments printed once), --config reading, and a
+# rank that hangs while the ranks connect (the watchdog's one line).
 # "Another node" is simulated with --ranks-per-node, another filesystem with a per-rank working directory.
 # $1 = build directory.
 source "$(dirname "$0")/lib/harness.sh"
@@ -118,5 +119,17 @@ run full 1 mpirun --oversubscribe -np 2 "$R" check --train badtokens.h5 --batch-
   && has full "^FAIL  data +badtokens.h5: sequence [0-9]+ has token id 2139062143 outside the vocabulary" "--full finds it"
 run fullgood 0 mpirun --oversubscribe -np 2 "$R" check --train data/train.h5 --valid data/valid.h5 --batch-size 4 --full \
   && has fullgood "^PASS  data .*every token checked" "--full passes a sound file"
+
+# A rank that hangs while the ranks connect (on GPUs the NCCL set-up, which has no deadline of its own,
+# and its shutdown run under the same watchdog): rank 0 ends the job with the trainer's one line, in
+# seconds, instead of every rank waiting forever.
+start=$SECONDS
+RNN_DIST_TEST_FAIL=1:connect:hang timeout 60 mpirun --oversubscribe -np 2 "$R" check --train data/train.h5 \
+  --batch-size 4 --comm-timeout 3 > out 2> err
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $((SECONDS - start)) -lt 30 ] && [ "$(grep -c 'rnn_dist: error' err)" -eq 1 ] \
+  && grep -q "rnn_dist: error: rank 0 (.*): the set-up of the communicators did not complete within 3 s" err \
+  && ok "a rank hanging while check connects: the watchdog ends the job in $((SECONDS - start)) s (rc $rc), one message" \
+  || bad "hang while check connects: rc $rc after $((SECONDS - start)) s: $(head -5 err)"
 
 finish

@@ -10,16 +10,21 @@
 
 namespace rnn_dist {
 
+// How long a watchdog armed around NCCL waits beyond NCCL's own deadline, for NCCL's abort to return (it
+// may block on a peer that hangs: NVIDIA/nccl#863).
+constexpr double kNcclAbortMargin = 10;
+
 // An NCCL communicator over the ranks of `bootstrap` (an MPI communicator, or the one-process stand-in),
 // on `backend`'s GPU and stream. Collective over bootstrap: rank 0 creates the NCCL id and broadcasts it
 // with bootstrap.broadcast(), then every rank joins with ncclCommInitRank.
 //
 // Every data pointer given to the result's collectives (allreduce_sum, allreduce_max, reduce_scatter_sum,
-// allgather, broadcast) is device memory of `backend`; each call returns when the collective has completed
-// on the device. barrier() and allgather_strings() go through `bootstrap`, which must outlive the result.
-// With one rank the collectives do nothing. A collective that has not completed after timeout_seconds
-// aborts the NCCL communicator (ncclCommAbort) and throws Error naming the rank and host, instead of hanging.
-// Throws Error if `backend` is not a CUDA backend.
+// allgather, broadcast) is device memory of `backend`; each call issues the collective on the backend's
+// stream and returns, and complete() waits for all of them (one host synchronisation). barrier() and
+// allgather_strings() go through `bootstrap`, which must outlive the result. With one rank the
+// collectives go through NCCL too. Collectives that have not completed timeout_seconds after complete()
+// began abort the NCCL communicator (ncclCommAbort) and throw Error naming the rank and host, instead of
+// hanging. Throws Error if `backend` is not a CUDA backend.
 std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap, Backend& backend,
                                                      double timeout_seconds = 300);
 
@@ -28,8 +33,14 @@ std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap, Ba
 // members and rank order as mpi.node and mpi.cross (which bootstrap their barrier() and
 // allgather_strings(); `mpi` must outlive the result). Collective over mpi.world. Every rank takes part
 // in both splits before their ranks are checked; when a step fails, what was created is aborted (not
-// destroyed, which would wait for the peers) and the error thrown. The set-up itself has no deadline: the
-// trainer runs it under its watchdog.
+// destroyed, which would wait for the peers) and the error thrown. The three share the backend's stream
+// and so one wait: complete() on any of them waits for the collectives of all three, watching each one's
+// errors, and a failure aborts all three. The set-up itself has no deadline: the trainer and `rnn_dist
+// check` run it under their watchdog.
 Topology make_nccl_topology(Topology& mpi, Backend& backend, double timeout_seconds = 300);
+
+// How many times so far complete() found its collectives unfinished and polled again, in this process (0
+// without the GPU path): the tests' proof that a wait went through the "not ready" answer.
+int64_t nccl_not_ready_polls();
 
 }  // namespace rnn_dist

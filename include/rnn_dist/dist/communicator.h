@@ -19,7 +19,9 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   // In-place collectives over all ranks, on host memory (MPI) or on the device memory of one backend
-  // (NCCL, cuda/nccl_communicator.h).
+  // (NCCL, cuda/nccl_communicator.h). MPI's and the stand-in's have completed when they return. NCCL's
+  // are issued on the backend's stream and return at once: the device work issued after them is ordered
+  // after them, and complete() waits for them.
   virtual void allreduce_sum(float* data, int64_t n) = 0;
   virtual void allreduce_sum(double* data, int64_t n) = 0;
   virtual void allreduce_max(int64_t* data, int64_t n) = 0;
@@ -31,6 +33,10 @@ class Communicator {
   virtual void reduce_scatter_sum(Bf16* data, int64_t chunk) = 0;
   virtual void allgather(Bf16* data, int64_t chunk) = 0;
   virtual void broadcast(void* data, size_t bytes, int root) = 0;
+  // Returns when every collective issued so far has completed (nothing to wait for where they block). On
+  // a device it is one wait for the stream, within the communicator's deadline and watching the library's
+  // asynchronous errors, however many collectives were issued; `what` names them in the error.
+  virtual void complete(const char* /*what*/) {}
   virtual void barrier() = 0;
   virtual std::vector<std::string> allgather_strings(const std::string& mine) = 0;
 
@@ -92,7 +98,9 @@ enum class WireType { fp32, bf16 };
 // node, all-reduce of each slice across nodes, all-gather within the node. The one implementation for
 // MPI and NCCL topologies: `scratch` is a tensor of the backend that holds `data` (host memory for MPI,
 // the GPU for NCCL); the hierarchical algorithm pads the count to a multiple of the local size in it,
-// and bf16 converts the values into it. With one rank nothing is sent and nothing rounded.
+// and bf16 converts the values into it. One rank goes through the same calls (the callers that must not
+// round a single rank's values skip it: GradientReducer). Over NCCL the sum is issued, not waited for:
+// topo.world->complete() waits for it (the stream's one wait, whichever communicators it used).
 void allreduce_sum(Topology& topo, AllreduceAlgo algo, float* data, int64_t n, Tensor& scratch,
                    WireType wire = WireType::fp32);
 

@@ -51,8 +51,14 @@ class GradientReducer final : public GradientReady {
   void begin(float* data, int64_t n, int64_t step);
   // Gradients [offset, n) are final: sends every bucket that lies inside them (overlap only).
   void final_from(int64_t offset) override;
-  // Sends the remaining buckets and returns when every one has been summed; throws the first error.
+  // Sends the remaining buckets and, with overlap, returns when every one has been summed; throws the
+  // first error. Without overlap the one all-reduce is issued here: over MPI it has completed when this
+  // returns; over NCCL it is on the device's stream, where the caller may queue more work behind it (the
+  // gradient norm and the step's read-back) before complete() waits for it all at once.
   void finish();
+  // Waits for what finish() issued (the stream's one wait, within the deadline and under the watchdog,
+  // which finish() armed); nothing to do for MPI or with overlap.
+  void complete();
 
   // How many buckets a buffer of n elements is cut into (1 without overlap).
   int buckets(int64_t n) const;
@@ -70,7 +76,12 @@ class GradientReducer final : public GradientReady {
  private:
   void communicate();
   void set_wait(Communicator::Wait wait);
+  // Issues the all-reduce of data_[begin, end) with the watchdog armed; wait_issued() waits for it and
+  // disarms; reduce() does both.
+  void issue(int64_t begin, int64_t end, int first, int last);
+  void wait_issued();
   void reduce(int64_t begin, int64_t end, int first, int last);
+  void disarm();
   int64_t bucket_begin(int b) const { return std::max<int64_t>(0, n_ - (b + 1) * options_.bucket_elems); }
   int64_t bucket_end(int b) const { return n_ - b * options_.bucket_elems; }
 

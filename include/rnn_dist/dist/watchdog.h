@@ -16,6 +16,10 @@ namespace rnn_dist {
 
 class Watchdog {
  public:
+  // The grace a rank should take (see the constructor): none on world rank 0, a little on the others (at
+  // most 10 s), so that when every rank waits for one that hangs, rank 0 alone reports it.
+  static double grace_of(int world_rank, double seconds);
+
   // `seconds`: the limit. `grace`: added to it on this rank, so that when every other rank is waiting for
   // one that hangs, one of them (the one with no grace) reports first and the message is printed once.
   // `who` names this rank in the message ("rank 3 (host n17)").

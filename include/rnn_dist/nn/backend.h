@@ -85,9 +85,21 @@ class Backend {
   // Waits until every operation issued so far has finished (a no-op where calls are synchronous): for
   // timing asynchronous devices.
   virtual void synchronize() = 0;
+  // A few doubles of device memory read back without a synchronisation of their own, so that a training
+  // step waits for the device once: start_read() issues the copy of device[0, n), n <= kMaxRead, after the
+  // work issued so far; finish_read() stores them in host[0, n), waiting for the device only when it has
+  // not been waited for since start_read() (a synchronisation, or a collective completed on the backend's
+  // stream, Communicator::complete()). It also throws what the device found meanwhile (a target outside
+  // the vocabulary, see cross_entropy). One read at a time. On the CPU both are copies.
+  static constexpr int kMaxRead = 8;
+  virtual void start_read(const double* device, int n) = 0;
+  virtual void finish_read(double* host) = 0;
+  // How many times so far the host has waited for this backend's device (0 where calls are synchronous):
+  // the training step's count is in the metrics summary.
+  virtual int64_t host_syncs() const = 0;
   // How many logits (rows x vocabulary) the model computes at once: the output layer and the loss run in
-  // blocks of about this size, and each block's loss is read back to the host. The CPU's block fits its
-  // caches; a GPU's is limited only by the memory worth spending on it.
+  // blocks of about this size. The CPU's block fits its caches; a GPU's is limited only by the memory
+  // worth spending on it.
   virtual int64_t logits_block_elems() const = 0;
 
   // Model kernels (shapes as in cpu/cpu_kernels.h).
@@ -97,9 +109,12 @@ class Backend {
                               float* y) = 0;
   virtual void linear_backward(const float* x, int64_t rows, int in, const float* w, int out, const float* dy,
                                float* dx, float* dw, float* db) = 0;
-  // Sum of negative log-likelihoods; dlogits (may alias logits) = (softmax - onehot) * grad_scale.
-  virtual double cross_entropy(const float* logits, int64_t rows, int vocab, const int32_t* targets, float* dlogits,
-                               float grad_scale) = 0;
+  // Adds the sum of the rows' negative log-likelihoods to *loss_sum, one double in this backend's memory
+  // (the blocks of a batch add up on the device, read back once); dlogits (may alias logits) = (softmax -
+  // onehot) * grad_scale. A target outside the vocabulary throws Error naming it and its row (of this
+  // call): at once on the CPU, at the next finish_read() on an asynchronous device.
+  virtual void cross_entropy(const float* logits, int64_t rows, int vocab, const int32_t* targets, float* dlogits,
+                             float grad_scale, double* loss_sum) = 0;
   // y = x * mask, mask[i] = 0 with probability p else 1/(1-p), a pure function of (seed, i): the backward
   // pass calls it with the same seed on the gradient.
   virtual void dropout(const float* x, int64_t n, float p, uint64_t seed, float* y) = 0;
@@ -110,6 +125,9 @@ class Backend {
                             int32_t* argmax) = 0;
   virtual void pool_backward(const float* dout, const Packing& packing, int dim, int directions, Pool pool,
                              const int32_t* argmax, float* dy) = 0;
+  // Sum of x[i]^2 in double: into *out (one double in this backend's memory, read back with start_read),
+  // or returned, which waits for the device.
+  virtual void sum_squares(const float* x, int64_t n, double* out) = 0;
   virtual double sum_squares(const float* x, int64_t n) = 0;
   virtual void scale(float* x, int64_t n, float a) = 0;
   // Optimizer updates over flat buffers (see optimizer.h for the formulas).

@@ -82,9 +82,16 @@ class Model {
   // `ready` (may be null) hears of gradients as they become final (offsets into grads()): the output
   // layer's, each LSTM layer's above the first where the backend computes them per layer, then the first
   // layer's with the embedding's.
+  // The loss is read back (on an asynchronous device, one synchronisation per call).
   double forward_backward(const Batch& batch, float grad_scale, uint64_t dropout_seed, const float* h0 = nullptr,
                           const float* c0 = nullptr, float* hn = nullptr, float* cn = nullptr,
                           GradientReady* ready = nullptr);
+  // The same pass, its loss sum added to *loss_sum (one double in backend()'s memory) instead of read back:
+  // nothing in it waits for the device, so that a training step reads its loss with its gradient norm in
+  // one synchronisation (Backend::start_read).
+  void forward_backward_into(double* loss_sum, const Batch& batch, float grad_scale, uint64_t dropout_seed,
+                             const float* h0 = nullptr, const float* c0 = nullptr, float* hn = nullptr,
+                             float* cn = nullptr, GradientReady* ready = nullptr);
   double evaluate(const Batch& batch, const float* h0 = nullptr, const float* c0 = nullptr, float* hn = nullptr,
                   float* cn = nullptr);
 
@@ -108,11 +115,14 @@ class Model {
   void upload_params(const std::vector<float>& host);
 
  private:
-  // One pass over the batch: the loss (with train, also the gradients), or with `scores` the logits
-  // downloaded instead.
-  double run(const Batch& batch, bool train, float grad_scale, uint64_t dropout_seed, const float* h0,
-             const float* c0, float* hn, float* cn, std::vector<float>* scores = nullptr,
-             GradientReady* ready = nullptr);
+  // One pass over the batch: the loss added to *loss_sum (device memory; with train, also the gradients),
+  // or with `scores` the logits downloaded instead.
+  void run(const Batch& batch, bool train, float grad_scale, uint64_t dropout_seed, const float* h0,
+           const float* c0, float* hn, float* cn, double* loss_sum, std::vector<float>* scores = nullptr,
+           GradientReady* ready = nullptr);
+  // run() with the loss read back.
+  double read_loss(const Batch& batch, bool train, float grad_scale, uint64_t dropout_seed, const float* h0,
+                   const float* c0, float* hn, float* cn, GradientReady* ready);
   float* param(int64_t offset) { return params_.data() + offset; }
   float* grad(int64_t offset) { return grads_.data() + offset; }
 
@@ -124,7 +134,7 @@ class Model {
   int64_t logits_block_rows_ = 0;
   Tensor params_, grads_;
   // Device workspaces, grown to the largest batch seen.
-  Buffer ids_, targets_, argmax_;
+  Buffer ids_, targets_, argmax_, loss_;
   Tensor emb_, emb_drop_, y_, pooled_, feat_drop_, logits_, dfeat_, dy_, dx_, state_in_, state_out_;
   Timing timing_;
 };
