@@ -3,7 +3,8 @@
 (nn.Embedding -> nn.LSTM over packed sequences, cuDNN inside -> nn.Linear -> cross-entropy per token, Adam
 at 2e-3) trained on the same global batches of the same sequence file, on one GPU.
 
-    pytorch_lstm.py [--steps N] [--warmup W] [--precisions fp32,tf32,bf16] [--json FILE] CONFIG=FILE.h5 ...
+    pytorch_lstm.py [--steps N] [--warmup W] [--precisions fp32,tf32,bf16] [--device cuda|cpu] [--json FILE]
+                    CONFIG=FILE.h5 ...
 
 CONFIG is S, L or G (shapes and global batches as in train_throughput). Batches are picked as
 train_throughput picks them: the file (sorted longest first) cut into consecutive batches of B sequences,
@@ -15,7 +16,8 @@ untimed steps on the first (longest) batch, the N steps are timed between two to
 Precisions: fp32 (TF32 off in cuBLAS and cuDNN), tf32 (TF32 on), bf16 (torch.autocast to bfloat16, TF32
 on). Under autocast PyTorch runs the cuDNN LSTM in the dtype its autocast wrapper casts to (float16 in the
 versions read so far, not bfloat16): the JSON line reports the dtype the LSTM returned as lstm_dtype.
-Prints one JSON object per configuration and precision (also appended to --json FILE).
+Prints one JSON object per configuration and precision (also appended to --json FILE). --device cpu
+(fp32 only) exists for scripts/gpu_check.sh's rehearsal on a machine without a GPU.
 """
 import argparse
 import contextlib
@@ -49,7 +51,12 @@ class LanguageModel(nn.Module):
         return F.cross_entropy(self.out(y.data).float(), targets)
 
 
-def load_batches(path, batch, steps):
+def synchronize(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def load_batches(path, batch, steps, pin):
     """The timed batches of train_throughput: (packed input ids, batch_sizes, packed targets) each."""
     with h5py.File(path, "r") as f:
         vocab = int(f.attrs["vocab_size"])
@@ -65,7 +72,8 @@ def load_batches(path, batch, steps):
             seqs = [flat[offsets[i] - offsets[first]:offsets[i + 1] - offsets[first]] for i in range(first, last)]
             inputs = pack_sequence([s[:-1] for s in seqs])  # enforce_sorted: the file is sorted longest first
             targets = pack_sequence([s[1:] for s in seqs])
-            out.append((inputs.data.pin_memory(), inputs.batch_sizes, targets.data.pin_memory()))
+            pinned = (lambda t: t.pin_memory()) if pin else (lambda t: t)
+            out.append((pinned(inputs.data), inputs.batch_sizes, pinned(targets.data)))
     return vocab, out
 
 
@@ -82,12 +90,12 @@ def set_tf32(on):
 
 def run(config, path, precision, steps, warmup, device):
     embed, hidden, layers, batch = CONFIGS[config]
-    vocab, batches = load_batches(path, batch, steps)
+    vocab, batches = load_batches(path, batch, steps, device.type == "cuda")
     set_tf32(precision != "fp32")
     torch.manual_seed(1)
     model = LanguageModel(vocab, embed, hidden, layers).to(device)
-    opt = torch.optim.Adam(model.parameters(), lr=2e-3, fused=True)
-    autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if precision == "bf16" else contextlib.nullcontext
+    opt = torch.optim.Adam(model.parameters(), lr=2e-3, fused=device.type == "cuda")
+    autocast = (lambda: torch.autocast(device.type, dtype=torch.bfloat16)) if precision == "bf16" else contextlib.nullcontext
 
     def step(b):
         ids, batch_sizes, targets = b
@@ -102,15 +110,16 @@ def run(config, path, precision, steps, warmup, device):
     loss_first = step(batches[0]).item()
     for _ in range(warmup - 1):
         step(batches[0])
-    torch.cuda.synchronize()
+    synchronize(device)
     start = time.perf_counter()
     for b in batches:
         loss = step(b)
-    torch.cuda.synchronize()
+    synchronize(device)
     seconds = time.perf_counter() - start
     tokens = sum(int(b[2].numel()) for b in batches)
     result = {
-        "impl": "pytorch", "device_name": torch.cuda.get_device_name(device), "config": config,
+        "impl": "pytorch", "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "config": config,
         "precision": precision, "embed": embed, "hidden": hidden, "layers": layers, "batch": batch,
         "vocab": vocab, "steps": steps, "warmup": warmup, "tokens": tokens, "seconds": seconds,
         "tokens_per_s": tokens / seconds, "lstm_dtype": str(model.lstm_dtype).replace("torch.", ""),
@@ -118,7 +127,8 @@ def run(config, path, precision, steps, warmup, device):
         "cudnn": torch.backends.cudnn.version(),
     }
     del model, opt
-    torch.cuda.empty_cache()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
     return result
 
 
@@ -129,6 +139,7 @@ def main():
     parser.add_argument("--warmup", type=int, default=2, help="untimed steps on the first batch (>= 1)")
     parser.add_argument("--precisions", default="fp32,tf32,bf16")
     parser.add_argument("--json", help="append each result to this file as a JSON line")
+    parser.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     args = parser.parse_args()
     if args.steps < 1 or args.warmup < 1:
         parser.error("--steps and --warmup must be >= 1")
@@ -138,9 +149,11 @@ def main():
     runs = [r.split("=", 1) for r in args.runs]
     if any(len(r) != 2 or r[0] not in CONFIGS for r in runs):
         parser.error("each run is CONFIG=FILE.h5 with CONFIG S, L or G")
-    if not torch.cuda.is_available():
+    if args.device == "cpu" and precisions != ["fp32"]:
+        parser.error("--device cpu: --precisions fp32 only")
+    if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("pytorch_lstm: no GPU visible to PyTorch")
-    device = torch.device("cuda", 0)
+    device = torch.device("cuda", 0) if args.device == "cuda" else torch.device("cpu")
     failed = 0
     for config, path in runs:
         for precision in precisions:
@@ -150,7 +163,8 @@ def main():
                 failed += 1
                 result = {"impl": "pytorch", "config": config, "precision": precision,
                           "status": f"failed: {type(e).__name__}: {e}"[:200].replace("|", "/")}
-                torch.cuda.empty_cache()
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
             line = json.dumps(result)
             print(line, flush=True)
             if args.json:

@@ -13,11 +13,16 @@
 // line of the results to FILE (CPU only: bench/cpu_throughput.sh and its chart), --json one JSON object
 // (bench/gpu_throughput.sh).
 //
-// The GPU runs asynchronously, so each step ends with Backend::synchronize(). Its forward half ends at the
-// loss read-back of the last logits chunk, so it also holds the output layer's gradient GEMMs of the
-// chunks before it; the backward half is the rest up to the synchronisation. The LSTM's own time is
-// measured apart: an LSTM of the same shape, forward and backward alone over the same batches, with one
-// synchronisation at the end (the host runs ahead, so this is close to the time of cuDNN's kernels).
+// Each step is the step of `rnn_dist train` (src/train/trainer.cpp), call for call: the loss summed on
+// the device, the gradient all-reduce, the gradient norm and the loss read back together at the step's
+// one wait for the device, the step's totals all-reduced over MPI, the clip and the update. On a GPU
+// nothing else waits, so the host issues the next step while the device finishes this one's update, as in
+// training, and tokens/s is the product's; the timed loop ends with one synchronisation. There the time
+// split can only say how long the host waited for data: the rest is the device's (the host's own clocks
+// would measure the issuing of the work). The LSTM's own time is measured apart: an LSTM of the same
+// shape, forward and backward alone over the same batches, with one synchronisation at the end (close to
+// the time of cuDNN's kernels), so 1 - LSTM / step is the share of step time outside the LSTM. The host
+// synchronisations per step (Backend::host_syncs) are printed too.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -246,28 +251,33 @@ int main(int argc, char** argv) try {
 
   const int64_t n = model.num_params();
   Tensor scratch(*backend, {0});
+  Buffer step_scalars(*backend, 2 * sizeof(double));
+  // --clip-norm 1, as the examples train.
   auto train_step = [&](const Batch& b, double global, double& t_fwd, double& t_bwd, double& t_red, double& t_opt) {
     auto t0 = Clock::now();
     backend->zero(model.grads().data(), n);
-    model.forward_backward(b, float(1.0 / global), 0);
-    backend->synchronize();
+    auto* scalars = static_cast<double*>(step_scalars.data());
+    backend->zero(reinterpret_cast<float*>(scalars), sizeof(double) / sizeof(float));
+    model.forward_backward_into(scalars, b, float(1.0 / global), 0);
     auto t1 = Clock::now();
-    allreduce_sum(topo, AllreduceAlgo::flat, model.grads().data(), n, scratch);
+    if (world > 1) allreduce_sum(topo, AllreduceAlgo::flat, model.grads().data(), n, scratch);
+    backend->sum_squares(model.grads().data(), n, scalars + 1);
+    double read[2];
+    backend->start_read(scalars, 2);
+    topo.world->complete("all-reduce");
+    backend->finish_read(read);
+    double totals[6] = {read[0], double(b.units()), double(b.tokens()), 0, 0, 0};  // as StepTotals
+    topo.world->allreduce_sum(totals, 6);
     auto t2 = Clock::now();
+    const float clip = clip_factor(std::sqrt(read[1]), 1.0f);
+    if (clip != 1.0f) backend->scale(model.grads().data(), n, clip);
     opt.step(model.params().data(), model.grads().data(), 2e-3f);
-    backend->synchronize();
     auto t3 = Clock::now();
     const Model::Timing& mt = model.last_timing();
     t_red += seconds(t1, t2);
-    if (gpu) {
-      // The model's backward time is only the host's issuing of the work: the GPU's is all that follows
-      // the forward half up to the synchronisation (the zeroing, queued first, runs inside the forward half).
-      t_fwd += mt.forward, t_bwd += seconds(t0, t1) - mt.forward, t_opt += seconds(t2, t3);
-    } else {
-      // Zeroing the gradients belongs with the update.
-      t_fwd += mt.forward, t_bwd += mt.backward;
-      t_opt += seconds(t0, t1) - mt.forward - mt.backward + seconds(t2, t3);
-    }
+    // Zeroing the gradients belongs with the update (on a GPU only the data wait is measured, see above).
+    t_fwd += mt.forward, t_bwd += mt.backward;
+    t_opt += seconds(t0, t1) - mt.forward - mt.backward + seconds(t2, t3);
   };
   // The check that training works: the mean loss per unit over the timed batches (every rank's slices,
   // all-reduced) falls. Batch 0 alone would not do: the longest records come from few of a classifier's
@@ -295,7 +305,9 @@ int main(int argc, char** argv) try {
   double t_wait = 0, t_fwd = 0, t_bwd = 0, t_red = 0, t_opt = 0, tokens = 0;
   int64_t max_rows = first.tokens(), max_batch = first.packing.batch();
   std::vector<Packing> packings;  // of the timed batches, for the LSTM alone (GPU)
+  backend->synchronize();
   topo.world->barrier();
+  const int64_t syncs0 = backend->host_syncs();
   const auto start = Clock::now();
   ReadAhead reader([&](int64_t k) { return load_batch(file, slice_of(static_cast<int>(k))); });
   reader.request(0);
@@ -310,6 +322,8 @@ int main(int argc, char** argv) try {
     train_step(b, double(global_units(k)), t_fwd, t_bwd, t_red, t_opt);
     tokens += double(global_tokens(k));
   }
+  backend->synchronize();
+  const double syncs_per_step = double(backend->host_syncs() - syncs0 - (gpu ? 1 : 0)) / o.steps;
   topo.world->barrier();
   const double wall = seconds(start, Clock::now());
   const double loss1 = loss_of_timed();
@@ -385,13 +399,17 @@ int main(int argc, char** argv) try {
                 << " threads, best of 5 windows before and 5 after the run)\n"
                 << "  ratio            " << std::setprecision(3) << gflops / peak << "\n";
     if (!invalid.empty()) std::cout << "  INVALID          " << invalid << ": not a measurement, run it again\n";
-    std::cout << std::setprecision(1) << "  time split       data wait " << t_wait / split * 100 << "%, forward "
-              << t_fwd / split * 100 << "%, backward " << t_bwd / split * 100 << "%, all-reduce "
-              << t_red / split * 100 << "%, optimizer " << t_opt / split * 100 << "% (rank 0)\n";
     if (gpu)
-      std::cout << std::setprecision(3) << "  LSTM alone       " << lstm_seconds << " s of the steps' " << wall
+      std::cout << std::setprecision(1) << "  time split       data wait " << t_wait / wall * 100
+                << "%, the rest the device's (issued without waiting)\n"
+                << std::setprecision(3) << "  LSTM alone       " << lstm_seconds << " s of the steps' " << wall
                 << " s (forward and backward over the same batches): " << std::setprecision(1)
-                << outside_lstm * 100 << "% of step time outside the LSTM\n";
+                << outside_lstm * 100 << "% of step time outside the LSTM\n"
+                << std::setprecision(2) << "  host syncs       " << syncs_per_step << " per step\n";
+    else
+      std::cout << std::setprecision(1) << "  time split       data wait " << t_wait / split * 100 << "%, forward "
+                << t_fwd / split * 100 << "%, backward " << t_bwd / split * 100 << "%, all-reduce "
+                << t_red / split * 100 << "%, optimizer " << t_opt / split * 100 << "% (rank 0)\n";
     std::cout << "  eval tokens/s    " << eval_tps << " (batch " << o.eval_batch << ", " << eval_acc[1]
               << " tokens) = " << std::setprecision(2) << eval_tps / tps << " x training\n";
     if (!gpu)
@@ -415,16 +433,21 @@ int main(int argc, char** argv) try {
           << loss0 << " " << loss1 << "\n";
     }
     if (!o.json.empty()) {
-      // Shares of the split as fractions; lstm_seconds and outside_lstm only on the GPU (else null).
+      // Shares of the split as fractions (on the GPU only the data wait); lstm_seconds and outside_lstm only
+      // on the GPU (else null).
       std::ostringstream j;
       j << std::setprecision(6) << "{\"impl\": \"rnn_dist\", \"device\": \"" << o.device << "\", \"device_name\": \""
         << json_escape(backend->device_name()) << "\", \"config\": \"" << o.config << "\", \"embed\": " << E
         << ", \"hidden\": " << H << ", \"layers\": " << mc.layers << ", \"batch\": " << global_batch
         << ", \"vocab\": " << V << ", \"ranks\": " << world << ", \"threads\": " << o.threads
         << ", \"steps\": " << o.steps << ", \"tokens\": " << int64_t(tokens) << ", \"seconds\": " << wall
-        << ", \"tokens_per_s\": " << tps << ", \"gflops\": " << gflops << ", \"split\": {\"data_wait\": "
-        << t_wait / split << ", \"forward\": " << t_fwd / split << ", \"backward\": " << t_bwd / split
-        << ", \"allreduce\": " << t_red / split << ", \"optimizer\": " << t_opt / split << "}, \"lstm_seconds\": "
+        << ", \"tokens_per_s\": " << tps << ", \"gflops\": " << gflops << ", \"split\": ";
+      if (gpu)
+        j << "{\"data_wait\": " << t_wait / wall << "}";
+      else
+        j << "{\"data_wait\": " << t_wait / split << ", \"forward\": " << t_fwd / split << ", \"backward\": "
+          << t_bwd / split << ", \"allreduce\": " << t_red / split << ", \"optimizer\": " << t_opt / split << "}";
+      j << ", \"host_syncs_per_step\": " << syncs_per_step << ", \"lstm_seconds\": "
         << (gpu ? cat(lstm_seconds) : "null") << ", \"outside_lstm\": " << (gpu ? cat(outside_lstm) : "null")
         << ", \"eval_tokens_per_s\": " << eval_tps << ", \"loss_before\": " << loss0 << ", \"loss_after\": "
         << loss1 << "}\n";
