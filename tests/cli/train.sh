@@ -27,6 +27,9 @@ last=$(grep '"kind":"train"' m.jsonl | tail -1 | sed 's/.*"loss":\([0-9.e+-]*\).
 awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 0.15) }' \
   && ok "loss falls ($first -> $last)" || bad "loss did not fall ($first -> $last)"
 grep -q '"kind":"valid"' m.jsonl && ok "validation metrics logged" || bad "no validation metrics"
+# The CPU never waits for a device: the summary's count of host synchronisations per step is 0.
+grep '"kind":"summary"' m.jsonl | grep -q '"host_syncs_per_step":0,"host_syncs_max":0' \
+  && ok "summary: host_syncs_per_step 0 on the CPU" || bad "summary host syncs: $(grep -o '"host_syncs[^,}]*' m.jsonl)"
 # Numbers as they read back, without float noise: the default --lr is 0.002, in the metrics and in --help.
 grep -q '"lr":0.002,' m.jsonl && ! grep -q '"lr":0.0020000' m.jsonl && ok "metrics: \"lr\":0.002" \
   || bad "metrics lr: $(grep -o '"lr":[^,]*' m.jsonl | head -1)"
