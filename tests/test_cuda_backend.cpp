@@ -256,8 +256,10 @@ TEST_F(CudaBackendTest, SumSquaresAndScale) {
   gpu_->sum_squares(gx.get(), n, out.get());
   double got = 0;
   gpu_->start_read(out.get(), 1);
+  EXPECT_THROW(gpu_->sum_squares(gx.get(), n), Error) << "a read inside another read";
   gpu_->finish_read(&got);
   EXPECT_NEAR(got, want, 1e-9 * want);
+  EXPECT_THROW(gpu_->finish_read(&got), Error) << "finish_read without start_read";
   std::vector<float> xs = x;
   cpu_->scale(xs.data(), n, -0.25f);
   gpu_->scale(gx.get(), n, -0.25f);
@@ -670,6 +672,8 @@ TEST_F(CudaBackendTest, NcclWaitThroughNotReadyThenLaunch) {
   const int64_t polls = nccl_not_ready_polls();
   nccl->complete("all-reduce behind a GEMM");
   EXPECT_GT(nccl_not_ready_polls(), polls) << "the wait never saw the collective unfinished";
+  // The wait itself leaves nothing behind (cuDNN and cuBLAS read the slot too), and a launch succeeds.
+  EXPECT_EQ(cuda_pending_error(), "");
   EXPECT_NO_THROW(gpu_->scale(y.get(), rows * out, 2.0f));
   std::vector<float> corner(4);
   gpu_->download(corner.data(), y.get(), corner.size() * sizeof(float));
@@ -768,10 +772,6 @@ TEST_F(CudaBackendTest, CudnnInterLayerDropoutHasItsRate) {
   DeviceVector<float> x(*gpu_, random_floats(8, 310)), dy(*gpu_, random_floats(H, 311));
 
   DeviceVector<float> yd(*gpu_, nans(H)), yp(*gpu_, nans(H));
-  dropped->forward(wd.get(), one, x.get(), nullptr, nullptr, yd.get(), nullptr, nullptr, false, 0);
-  plain->forward(wp.get(), one, x.get(), nullptr, nullptr, yp.get(), nullptr, nullptr, false, 0);
-  expect_close(yd.host(), yp.host(), "inference output with dropout configured");
-
   ParamSlice ih1;
   for (const ParamSlice& sl : dropped->canonical_params())
     if (sl.name == "weight_ih_l1") ih1 = sl;
@@ -798,6 +798,11 @@ TEST_F(CudaBackendTest, CudnnInterLayerDropoutHasItsRate) {
   const double rate = double(zero_columns) / double(samples);
   EXPECT_NEAR(rate, p, 0.06) << zero_columns << " of " << samples << " units dropped";
   EXPECT_TRUE(changed) << "the same mask in 16 training passes";
+
+  // Inference, after the training passes have switched the dropout on, drops nothing.
+  dropped->forward(wd.get(), one, x.get(), nullptr, nullptr, yd.get(), nullptr, nullptr, false, 0);
+  plain->forward(wp.get(), one, x.get(), nullptr, nullptr, yp.get(), nullptr, nullptr, false, 0);
+  expect_close(yd.host(), yp.host(), "inference output of the LSTM with dropout");
 }
 
 // The loss over many logits blocks (a test hook cuts the GPU model's batch into blocks of 2 rows) adds up

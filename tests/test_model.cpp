@@ -220,6 +220,30 @@ TEST(Model, GradientsAccumulateAndScale) {
   EXPECT_GT(norm, 0.0);
 }
 
+// The trainer's form of the pass adds its loss into a double of the backend's memory, over as many logits
+// blocks as it takes (a block of one row here), and reads nothing back: the double then holds what it
+// held plus forward_backward's loss. Reads go one at a time.
+TEST(Model, ForwardBackwardIntoAddsTheLossOnTheDevice) {
+  auto backend = make_backend(DeviceType::cpu, 0, 1);
+  Model whole(*backend, small_config()), rows(*backend, small_config(), 7);
+  whole.init(5);
+  rows.init(5);
+  const Batch batch = random_batch({5, 4, 2}, 7, 29);
+  const double want = whole.forward_backward(batch, 1.0f, 0);
+  Buffer sum(*backend, sizeof(double));
+  auto* d = static_cast<double*>(sum.data());
+  *d = 1.5;  // CPU memory is host memory
+  rows.forward_backward_into(d, batch, 1.0f, 0);
+  double got = 0;
+  backend->start_read(d, 1);
+  EXPECT_THROW(backend->start_read(d, 1), Error);
+  backend->finish_read(&got);
+  EXPECT_NEAR(got, 1.5 + want, 1e-9 * want);
+  EXPECT_THROW(backend->finish_read(&got), Error);
+  const auto a = download_grads(whole), b = download_grads(rows);
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(b[i], a[i], 1e-6f + 1e-5f * std::abs(a[i])) << i;
+}
+
 TEST(Model, DropoutIsSeeded) {
   auto backend = make_backend(DeviceType::cpu, 0, 1);
   Model m(*backend, small_config(0.5f));

@@ -62,7 +62,7 @@ po::options_description check_options(CheckOptions& o) {
       ("threads", po::value(&o.run.threads)->default_value(1), "CPU threads per rank, checked against the cores each rank may use")
       ("device", po::value(&o.run.device)->default_value("auto"), "auto (a GPU per rank when there are GPUs), cpu or cuda: the GPU checks follow it")
       ("allreduce", po::value(&o.run.allreduce)->default_value("flat"), "flat or hierarchical")
-      ("comm-timeout", po::value(&o.run.comm_timeout)->default_value(300), "seconds the checks' collectives and the set-up and shutdown of the NCCL communicators may take before the job ends with one message naming the rank and host, instead of hanging")
+      ("comm-timeout", po::value(&o.run.comm_timeout)->default_value(300), "seconds the MPI all-reduce check and the set-up, sums and shutdown of the NCCL communicators may take before the job ends with one message naming the rank and host, instead of hanging")
       ("ranks-per-node", po::value(&o.run.ranks_per_node)->default_value(0), "group consecutive ranks into nodes (0 = detect; default from RNN_DIST_RANKS_PER_NODE)");
   return d;
 }
@@ -297,9 +297,10 @@ bool on_gpus(const CheckOptions& o, const std::vector<Fields>& place) {
   return true;
 }
 
-// The trainer's deadline for the checks' collectives (with several ranks): a rank that hangs in one, or in
-// NCCL's set-up or shutdown (neither has a deadline of its own), must not hold every other rank in the
-// very failure check is there to diagnose. Rank 0 reports first, the others after a grace.
+// The trainer's deadline, around the checks that connect the ranks (with several ranks): a rank that hangs
+// in the MPI all-reduce check, or in NCCL's set-up, sums or shutdown (NCCL's set-up and shutdown have no
+// deadline of their own), must not hold every other rank in the very failure check is there to diagnose.
+// Rank 0 reports first, the others after a grace.
 class Deadline {
  public:
   Deadline(const CheckOptions& o, const Topology& topo)

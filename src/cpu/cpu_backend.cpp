@@ -264,12 +264,19 @@ class CpuBackend final : public Backend {
     for (int64_t i = 0; i < n; ++i) dst[i] = rnn_dist::from_bf16(src[i]);
   }
   void synchronize() override {}
+  // The GPU's rules, so that a caller that breaks them fails here too.
   void start_read(const double* device, int n) override {
     if (n < 0 || n > kMaxRead) throw Error(cat("start_read of ", n, " doubles (at most ", kMaxRead, ")"));
+    if (reading_) throw Error("start_read while the last read is unfinished (one read at a time)");
     std::copy_n(device, n, read_);
     read_n_ = n;
+    reading_ = true;
   }
-  void finish_read(double* host) override { std::copy_n(read_, read_n_, host); }
+  void finish_read(double* host) override {
+    if (!reading_) throw Error("finish_read without start_read");
+    reading_ = false;
+    std::copy_n(read_, read_n_, host);
+  }
   int64_t host_syncs() const override { return 0; }
   int64_t logits_block_elems() const override { return int64_t{1} << 22; }  // 16 MB
 
@@ -373,6 +380,7 @@ class CpuBackend final : public Backend {
   cpu::Team team_;
   double read_[kMaxRead] = {};
   int read_n_ = 0;
+  bool reading_ = false;
 };
 
 }  // namespace

@@ -181,6 +181,7 @@ class CudaBackend final : public Backend {
   // word is reset behind the copy, so each read reports what was found since the last one.
   void start_read(const double* device, int n) override {
     if (n < 0 || n > kMaxRead) throw Error(cat("start_read of ", n, " doubles (at most ", kMaxRead, ")"));
+    if (reading_) throw Error("start_read while the last read is unfinished (one read at a time)");
     auto* host = static_cast<double*>(pinned_.p);
     if (n > 0) CUDA_CHECK(cudaMemcpyAsync(host, device, n * sizeof(double), cudaMemcpyDeviceToHost, stream_.s));
     CUDA_CHECK(cudaMemcpyAsync(host + kMaxRead, bad_target(), sizeof(unsigned long long), cudaMemcpyDeviceToHost,
@@ -188,8 +189,11 @@ class CudaBackend final : public Backend {
     CUDA_CHECK(cudaMemsetAsync(bad_target(), 0xff, sizeof(unsigned long long), stream_.s));
     read_n_ = n;
     read_at_ = syncs_.count;
+    reading_ = true;
   }
   void finish_read(double* host) override {
+    if (!reading_) throw Error("finish_read without start_read");
+    reading_ = false;
     if (read_at_ == syncs_.count) sync_stream();  // no wait since the copy was issued
     const auto* pinned = static_cast<const double*>(pinned_.p);
     unsigned long long bad = 0;
@@ -200,7 +204,7 @@ class CudaBackend final : public Backend {
     std::copy_n(pinned, read_n_, host);
   }
   int64_t host_syncs() const override { return syncs_.count; }
-  // 256 MB: a word-level batch (128 x 110 rows, V = 10,000) in 3 blocks, not 34 (each waits for its loss).
+  // 256 MB: a word-level batch (128 x 110 rows, V = 10,000) in 3 blocks, not 34.
   int64_t logits_block_elems() const override { return int64_t{1} << 26; }
 
   void embedding_forward(const int32_t* ids, int64_t rows, const float* table, int dim, float* out) override {
@@ -351,6 +355,7 @@ class CudaBackend final : public Backend {
   int64_t staged_at_ = 0;   // syncs_.count when staged_ was last reset
   int64_t read_at_ = -1;    // syncs_.count when the last start_read() was issued
   int read_n_ = 0;
+  bool reading_ = false;    // between start_read() and finish_read()
   int vocab_ = 0;           // of the last cross_entropy(), for its error message
   Buffer scratch_, row_loss_, ones_, packing_;
   size_t packing_lengths_bytes_ = 0;

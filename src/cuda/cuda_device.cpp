@@ -34,6 +34,11 @@ GpuInfo cuda_device_info(int index) {
   return {prop.name, bus, static_cast<int64_t>(prop.totalGlobalMem)};
 }
 
+std::string cuda_pending_error() {
+  const cudaError_t e = cudaPeekAtLastError();
+  return e == cudaSuccess ? "" : cudaGetErrorString(e);
+}
+
 std::string gpu_runtime_versions() {
   int runtime = 0, driver = 0, nccl = 0;
   cudaRuntimeGetVersion(&runtime);

@@ -10,6 +10,8 @@ GpuInfo cuda_device_info(int) { throw Error("this build has no GPU path"); }
 
 std::string gpu_runtime_versions() { return "none (built without CUDA)"; }
 
+std::string cuda_pending_error() { return ""; }
+
 std::unique_ptr<Backend> make_cuda_backend(int, MathMode) {
   throw InputError(
       "--device cuda: this build has no GPU path (reconfigure with -DRNN_DIST_CUDA=ON on a machine with CUDA, "

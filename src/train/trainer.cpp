@@ -318,7 +318,7 @@ void Trainer::connect() {
   }
   injected_failure(topo_.world_rank(), "connect");
   // On GPUs the gradients live in device memory: they are summed by NCCL, bootstrapped over MPI. A single
-  // rank sums nothing (allreduce_sum returns at once) and starts no NCCL. NCCL's deadline has the same
+  // rank sums nothing (the GradientReducer skips it) and starts no NCCL. NCCL's deadline has the same
   // grace as the watchdog's, so that rank 0 reports there too.
   const bool nccl = backend_->device().type == DeviceType::cuda && topo_.world_size() > 1;
   if (nccl) nccl_topo_ = make_nccl_topology(topo_, *backend_, c_.comm_timeout + grace_);
@@ -624,15 +624,20 @@ int Trainer::run() {
       auto t2 = Clock::now();
       // What the backward pass has not sent yet, and the wait for every bucket (the exposed communication).
       // On a GPU nothing so far has waited for the device: the all-reduce, the gradient norm and the read
-      // of both scalars are queued behind the step's kernels, and the step waits once, in complete().
-      double read[2] = {0, 0};
+      // of both scalars are queued behind the step's kernels, and the step waits once: in complete() with
+      // several ranks (finish_read then finds the values there), in finish_read() with one. The norm's
+      // time, which the CPU spends here, counts as update time.
+      double read[2] = {0, 0}, norm_seconds = 0;
       try {
         reducer_->finish();
+        const auto n0 = Clock::now();
         backend.sum_squares(model.grads().data(), n, scalars + 1);
+        norm_seconds = seconds_since(n0);
         backend.start_read(scalars, 2);
         reducer_->complete();
         backend.finish_read(read);
       } catch (const Error& e) {
+        reducer_->disarm();  // armed by finish() until complete()
         throw Error(cat("step ", pos_.step + 1, ": ", e.what()));
       }
       const double loss_sum = read[0], norm = std::sqrt(read[1]);
@@ -674,8 +679,8 @@ int Trainer::run() {
       max_step_syncs_ = std::max(max_step_syncs_, syncs);
       t_wait_ += std::chrono::duration<double>(t1 - t0).count();
       t_compute_ += std::chrono::duration<double>(t2 - t1).count();
-      t_allreduce_ += std::chrono::duration<double>(t3 - t2).count();
-      t_update_ += seconds_since(t3);
+      t_allreduce_ += std::chrono::duration<double>(t3 - t2).count() - norm_seconds;
+      t_update_ += seconds_since(t3) + norm_seconds;
       if (lead_ && interval_tokens_ > 0 && (pos_.step % c_.log_every == 0 || pos_.step == total_steps_))
         log_step(epoch, lr, norm);
       if (stop) {

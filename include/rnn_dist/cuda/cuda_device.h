@@ -26,4 +26,9 @@ GpuInfo cuda_device_info(int index);
 // "CUDA runtime 12.4, driver 12.4, cuDNN 9.1.0, NCCL 2.21.5", or "none (built without CUDA)".
 std::string gpu_runtime_versions();
 
+// The error the CUDA runtime holds for this thread, left as it is (cudaPeekAtLastError): "" when there is
+// none (and without the GPU path). cuDNN, cuBLAS and NCCL read that slot too, so nothing of ours may leave
+// an answer there; the tests check it.
+std::string cuda_pending_error();
+
 }  // namespace rnn_dist

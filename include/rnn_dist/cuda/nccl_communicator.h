@@ -24,7 +24,10 @@ constexpr double kNcclAbortMargin = 10;
 // allgather_strings() go through `bootstrap`, which must outlive the result. With one rank the
 // collectives go through NCCL too. Collectives that have not completed timeout_seconds after complete()
 // began abort the NCCL communicator (ncclCommAbort) and throw Error naming the rank and host, instead of
-// hanging. Throws Error if `backend` is not a CUDA backend.
+// hanging; the time counts from complete(), so it also covers the device's work queued before the
+// collectives (a training step's kernels: far less than --comm-timeout). With RNN_DIST_CUDA_SYNC=1 the
+// launch after a collective waits for the whole device, and so for the collective without this deadline
+// (the trainer's watchdog still ends a hang). Throws Error if `backend` is not a CUDA backend.
 std::unique_ptr<Communicator> make_nccl_communicator(Communicator& bootstrap, Backend& backend,
                                                      double timeout_seconds = 300);
 

@@ -57,8 +57,10 @@ class GradientReducer final : public GradientReady {
   // gradient norm and the step's read-back) before complete() waits for it all at once.
   void finish();
   // Waits for what finish() issued (the stream's one wait, within the deadline and under the watchdog,
-  // which finish() armed); nothing to do for MPI or with overlap.
+  // which finish() armed; for MPI only the disarming is left); nothing to do with overlap.
   void complete();
+  // Disarms the watchdog that finish() armed, when an error comes between finish() and complete().
+  void disarm();
 
   // How many buckets a buffer of n elements is cut into (1 without overlap).
   int buckets(int64_t n) const;
@@ -81,7 +83,6 @@ class GradientReducer final : public GradientReady {
   void issue(int64_t begin, int64_t end, int first, int last);
   void wait_issued();
   void reduce(int64_t begin, int64_t end, int first, int last);
-  void disarm();
   int64_t bucket_begin(int b) const { return std::max<int64_t>(0, n_ - (b + 1) * options_.bucket_elems); }
   int64_t bucket_end(int b) const { return n_ - b * options_.bucket_elems; }
 

@@ -111,8 +111,9 @@ class Backend {
                                float* dx, float* dw, float* db) = 0;
   // Adds the sum of the rows' negative log-likelihoods to *loss_sum, one double in this backend's memory
   // (the blocks of a batch add up on the device, read back once); dlogits (may alias logits) = (softmax -
-  // onehot) * grad_scale. A target outside the vocabulary throws Error naming it and its row (of this
-  // call): at once on the CPU, at the next finish_read() on an asynchronous device.
+  // onehot) * grad_scale. A target outside the vocabulary throws Error naming it and its row within its
+  // call: at once on the CPU; on an asynchronous device at the next finish_read(), which names the
+  // smallest such row of the calls since the read before.
   virtual void cross_entropy(const float* logits, int64_t rows, int vocab, const int32_t* targets, float* dlogits,
                              float grad_scale, double* loss_sum) = 0;
   // y = x * mask, mask[i] = 0 with probability p else 1/(1-p), a pure function of (seed, i): the backward
