@@ -21,6 +21,7 @@
 #include "rnn_dist/data/dataset.h"
 #include "rnn_dist/data/records.h"
 #include "rnn_dist/data/tokenizer.h"
+#include "rnn_dist/util/atomic_file.h"
 #include "rnn_dist/util/error.h"
 #include "rnn_dist/util/progress.h"
 #include "rnn_dist/util/stats.h"
@@ -253,12 +254,12 @@ int run(const Options& o) {
   if (ec) throw InputError(cat(o.output_dir, ": cannot create the output directory: ", ec.message()));
   const bool two_passes =
       o.vocab_from.empty() && (parse_tokenizer_kind(o.tokenizer) != TokenizerKind::byte || o.task != Task::lm);
+  for (const char* split : kSplitNames) {
+    const std::string out = (std::filesystem::path(o.output_dir) / cat(split, ".h5")).string();
+    for (const auto& path : o.inputs) refuse_output_over_inputs({"--output-dir", out}, {{"--input", path}});
+    refuse_output_over_inputs({"--output-dir", out}, {{"--vocab-from", o.vocab_from}});
+  }
   for (const auto& path : o.inputs) {
-    for (const char* split : kSplitNames) {
-      const std::filesystem::path out = std::filesystem::path(o.output_dir) / cat(split, ".h5");
-      if (std::filesystem::equivalent(path, out, ec))
-        throw InputError(cat("--input ", path, ": is one of the outputs (", out.string(), "), which would overwrite it"));
-    }
     // A pipe (<(cat f), /dev/stdin) reads once: the vocabulary pass would leave nothing for the encoding.
     if (two_passes && !std::filesystem::is_regular_file(path, ec))
       throw InputError(cat("--input ", path, ": is a pipe or another stream, which can be read only once, and ",

@@ -21,6 +21,7 @@ import h5py
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
+from rnn_dist_output import OutputError, output_path, refuse_output_over_inputs
 
 OPSET = 13
 
@@ -130,24 +131,26 @@ def build(checkpoint: str, state: bool = False) -> onnx.ModelProto:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description="Export an rnn_dist checkpoint to ONNX.")
     p.add_argument("--checkpoint", required=True, help="step-NNNNNNNN.h5 or best.h5")
-    p.add_argument("--onnx", required=True, help="the .onnx file to write (written under a temporary name, then renamed)")
+    p.add_argument("--onnx", required=True, help="the .onnx file to write (under a temporary name, then renamed; "
+                   "a link's target is replaced; '-', a device or a FIFO is written through)")
     p.add_argument("--state", action="store_true", help="take initial_h and initial_c as inputs (streaming)")
     args = p.parse_args(argv)
     try:
+        refuse_output_over_inputs(args.onnx, "--onnx", {"--checkpoint": args.checkpoint})
         model = build(args.checkpoint, args.state)
     except (OSError, KeyError, ValueError, onnx.checker.ValidationError) as e:
         print(f"rnn_dist_onnx: error: {e}", file=sys.stderr)
         return 2
-    tmp = f"{args.onnx}.tmp.{os.getpid()}"
     try:
-        onnx.save(model, tmp)
-        os.replace(tmp, args.onnx)
+        with output_path(args.onnx, "--onnx") as path:
+            onnx.save(model, path)
+    except OutputError as e:
+        print(f"rnn_dist_onnx: error: {e}", file=sys.stderr)
+        return 2
     except OSError as e:
-        if os.path.exists(tmp):
-            os.remove(tmp)
         print(f"rnn_dist_onnx: error: {args.onnx}: {e}", file=sys.stderr)
         return 1
-    print(f"{args.onnx}: {len(model.graph.node)} nodes, opset {OPSET}")
+    print(f"{args.onnx}: {len(model.graph.node)} nodes, opset {OPSET}", file=sys.stderr if args.onnx == "-" else sys.stdout)
     return 0
 
 

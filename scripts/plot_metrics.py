@@ -21,6 +21,12 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+# The output rule every rnn_dist command follows (python/rnn_dist_output.py): from the checkout, or where
+# `cmake --install` put the Python modules beside bin/rnn_dist_plot.
+_here = os.path.dirname(os.path.realpath(__file__))
+sys.path += [os.path.join(_here, "..", "python"), os.path.join(_here, "..", "lib", "python3", "dist-packages")]
+from rnn_dist_output import OutputError, output_path, refuse_output_over_inputs  # noqa: E402
+
 
 class InputError(Exception):
     pass
@@ -135,13 +141,8 @@ def plot(runs, output, title):
     ax_table.set_title("summary (valid: the last validation)")
     fig.suptitle(title)
     fig.tight_layout()
-    tmp = f"{output}.tmp.{os.getpid()}.png"
-    try:
-        fig.savefig(tmp, dpi=100)
-        os.replace(tmp, output)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    with output_path(output, "--output") as path:
+        fig.savefig(path, dpi=100, format="png")
 
 
 def main(argv=None):
@@ -157,16 +158,20 @@ def main(argv=None):
         return 2
     labels = args.label + [os.path.basename(m) for m in args.metrics[len(args.label):]]
     try:
+        refuse_output_over_inputs(args.output, "--output", {f"--metrics {i + 1}": m for i, m in enumerate(args.metrics)})
         runs = [r for path, label in zip(args.metrics, labels) for r in read_runs(path, label)]
-    except InputError as e:
+    except (InputError, OutputError) as e:
         print(f"plot_metrics: error: {e}", file=sys.stderr)
         return 2
     try:
         plot(runs, args.output, args.title)
+    except OutputError as e:
+        print(f"plot_metrics: error: {e}", file=sys.stderr)
+        return 2
     except OSError as e:
         print(f"plot_metrics: error: {args.output}: {e.strerror}", file=sys.stderr)
         return 1
-    print(f"{args.output}: {len(runs)} run(s)")
+    print(f"{args.output}: {len(runs)} run(s)", file=sys.stderr if args.output == "-" else sys.stdout)
     return 0
 
 

@@ -44,7 +44,8 @@ DeviceType command_device(const std::string& device, const char* doing) {
   }
   if (device != "auto") throw InputError(cat("--device: unknown device '", device, "' (auto, cpu or cuda)"));
   if (cuda_device_count() > 0) return DeviceType::cuda;
-  std::cout << "--device auto: no usable GPU, " << doing << " on the CPU" << std::endl;
+  // A notice, on stderr: standard output is the command's result (JSON, predictions, sampled text).
+  std::cerr << "--device auto: no usable GPU, " << doing << " on the CPU" << std::endl;
   return DeviceType::cpu;
 }
 

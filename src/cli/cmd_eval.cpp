@@ -71,15 +71,20 @@ int cmd_eval(const Args& args) {
        "input tokens per batch instead of a sequence count, which bounds memory when sequences are long (0: use --batch-size)")
       ("threads", po::value(&threads)->default_value(1), "CPU threads")
       ("device", po::value(&device)->default_value("auto"), "auto (a GPU when there is one, else the CPU), cpu or cuda")
-      ("json", po::bool_switch(&json), "print one JSON object as the last line (for a classifier or tagger with the per-class scores and the confusion matrix)")
+      ("json", po::bool_switch(&json), "standard output is one JSON object (for a classifier or tagger with the per-class scores and the confusion matrix); the text report goes to stderr")
       ("quiet,q", po::bool_switch(&quiet), "no progress line on stderr (sequences done of the file's, rate, ETA)")
       ("log-probs", po::value(&log_probs_path),
        "also write FILE.jsonl: per sequence, in file order, the log-probability of every target (a language "
        "model's next tokens, a tagger's tags) or of every class (a classifier); batches hold rows x outputs floats, "
-       "so bound them with --batch-tokens for a large vocabulary");
+       "so bound them with --batch-tokens for a large vocabulary; '-' writes them to standard output (the report then "
+       "goes to stderr)");
   if (!parse_command(args, desc, "usage: rnn_dist eval --checkpoint FILE --data FILE.h5 [--json]")) return 0;
   if (batching.batch_size < 1) throw InputError("--batch-size must be at least 1");
   if (batching.batch_tokens < 0) throw InputError("--batch-tokens must not be negative");
+  refuse_output_over_inputs({"--log-probs", log_probs_path}, {{"--checkpoint", checkpoint}, {"--data", data_path}});
+  if (json && log_probs_path == "-") throw InputError("--json and --log-probs -: both would be standard output");
+  // Standard output holds the result alone: the JSON object, or the log-probabilities.
+  std::ostream& report = json || log_probs_path == "-" ? std::cerr : std::cout;
   auto backend = make_backend(command_device(device, "evaluating"), 0, threads);
   CheckpointData ck;
   auto model = load_model(checkpoint, *backend, ck);
@@ -97,7 +102,7 @@ int cmd_eval(const Args& args) {
   std::optional<AtomicFile> dump_file;
   std::ofstream dump;
   if (!log_probs_path.empty()) {
-    dump_file.emplace(log_probs_path);
+    dump_file.emplace(log_probs_path, "--log-probs", AtomicFile::Streams::written_through);
     dump.open(dump_file->temp_path(), std::ios::binary);
     if (!dump) throw InputError(cat("--log-probs ", log_probs_path, ": cannot open for writing"));
   }
@@ -121,15 +126,15 @@ int cmd_eval(const Args& args) {
   }
   const int64_t units = static_cast<int64_t>(ev.units());
   if (task == Task::lm) {
-    std::cout << std::fixed << std::setprecision(4) << "loss " << loss << "  perplexity " << std::exp(loss)
-              << "  bits/token " << loss / std::log(2.0) << "  tokens " << units << "\n";
+    report << std::fixed << std::setprecision(4) << "loss " << loss << "  perplexity " << std::exp(loss)
+           << "  bits/token " << loss / std::log(2.0) << "  tokens " << units << std::endl;
     if (json)
       std::cout << "{\"loss\":" << shortest(loss) << ",\"tokens\":" << units << ",\"perplexity\":" << shortest(std::exp(loss))
                 << ",\"bits_per_token\":" << shortest(loss / std::log(2.0)) << "}\n";
     return 0;
   }
   const char* counted = task == Task::classify ? "sequences" : "tokens";
-  std::cout << ev.line() << "  " << counted << " " << units << "\n" << ev.table();
+  report << ev.line() << "  " << counted << " " << units << "\n" << ev.table() << std::flush;
   if (json)
     std::cout << "{\"task\":\"" << task_name(task) << "\"" << ev.json_members(true) << ",\"" << counted << "\":" << units
               << "}\n";

@@ -124,6 +124,7 @@ int cmd_predict(const Args& args) {
       ("quiet,q", po::bool_switch(&quiet), "no progress line on stderr (bytes of --input read, rate, ETA)");
   if (!parse_command(args, desc, "usage: rnn_dist predict --checkpoint FILE --input FILE --output FILE.jsonl [--format lines|jsonl|conll]"))
     return 0;
+  refuse_output_over_inputs({"--output", output}, {{"--checkpoint", checkpoint}, {"--input", input}});
   records.format = parse_record_format(format);
   if (records.format != RecordFormat::lines && records.format != RecordFormat::jsonl && records.format != RecordFormat::conll)
     throw InputError(cat("--format ", format, ": predict reads lines, jsonl or conll"));
@@ -145,7 +146,7 @@ int cmd_predict(const Args& args) {
     throw InputError(cat("--format conll: ", checkpoint, " reads ", tokenizer.name(),
                          " tokens, a CoNLL file word tokens (use --format lines)"));
   RecordReader reader(input, records);  // a missing input fails before the output is created
-  AtomicFile file(output);
+  AtomicFile file(output, "--output", AtomicFile::Streams::written_through);
   std::ofstream out(file.temp_path(), std::ios::binary);
   if (!out) throw InputError(cat("--output ", output, ": cannot open for writing"));
   Predictor predictor(*model, ck, out);
@@ -181,8 +182,10 @@ int cmd_predict(const Args& args) {
   out.close();
   if (!out) throw Error(cat("--output ", output, ": write failed"));
   file.commit();
-  std::cout << "predicted " << predictor.records() << " records (" << tokens << " tokens, " << unknown
-            << " of them <unk>) -> " << output << std::endl;
+  // Not into the predictions when they go to standard output.
+  (output == "-" || file.final_path() == "/dev/stdout" ? std::cerr : std::cout)
+      << "predicted " << predictor.records() << " records (" << tokens << " tokens, " << unknown
+      << " of them <unk>) -> " << output << std::endl;
   return 0;
 }
 

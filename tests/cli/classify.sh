@@ -52,12 +52,14 @@ best=$(grep '"kind":"valid"' m.jsonl | awk -F'"macro_f1":' '{ split($2, v, /[,}]
 h5ls cb/best.h5/model | grep -q "^classifier.weight *Dataset {3, 32}" && h5ls cb/best.h5/model | grep -q "^lstm.weight_hh_l1_reverse " \
   && ok "PyTorch names: classifier.weight [classes x 2H], lstm.*_reverse" || bad "names: $(h5ls cb/best.h5/model)"
 
-# eval --json: the confusion matrix counts every test sequence once.
+# eval --json: the confusion matrix counts every test sequence once; standard output is the JSON alone,
+# the table on stderr.
 "$BUILD/rnn_dist" eval --checkpoint cb/best.h5 --data cls/test.h5 --device cpu --json > ev.out 2> ev.err \
   || bad "eval: $(cat ev.err)"
 n=$("$BUILD/rnn_dist" info cls/test.h5 | sed -n 's/^  sequences: *\([0-9]*\).*/\1/p')
 total=$(tail -1 ev.out | sed 's/.*"confusion":\[\(.*\)\]\].*/\1/' | tr -c '0-9\n' ' ' | awk '{ for (i = 1; i <= NF; i++) s += $i } END { print s }')
-tail -1 ev.out | grep -q '"per_class":{"col":{"precision":' && [ "$total" = "$n" ] && grep -q "^confusion (rows: true" ev.out \
+tail -1 ev.out | grep -q '"per_class":{"col":{"precision":' && [ "$total" = "$n" ] && grep -q "^confusion (rows: true" ev.err \
+  && [ "$(wc -l < ev.out)" -eq 1 ] \
   && ok "eval --json: per-class scores and a confusion matrix over all $n sequences" || bad "eval: total '$total' of '$n': $(tail -1 ev.out)"
 
 # N ranks = 1 rank, and resume, for a classifier (max pooling) and a tagger.

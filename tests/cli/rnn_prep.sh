@@ -159,7 +159,11 @@ check "a pipe with the byte tokenizer: all 200 records" test "$rc:$(grep -c '200
 cp crlf/train.h5 before.h5
 rc=0
 "$PREP" --input crlf/train.h5 --output-dir crlf > /dev/null 2> err.txt || rc=$?
-check "an input that is an output -> exit 2" test "$rc:$(grep -c 'is one of the outputs' err.txt)" = "2:1"
+check "an input that is an output -> exit 2" test "$rc:$(grep -c 'output-dir crlf/train.h5: is the input --input crlf/train.h5' err.txt)" = "2:1"
+check "and is left untouched" cmp -s before.h5 crlf/train.h5
+rc=0
+"$PREP" --input l.txt --vocab-from crlf/train.h5 --output-dir crlf > /dev/null 2> err.txt || rc=$?
+check "a --vocab-from that is an output -> exit 2" test "$rc:$(grep -c 'is the input --vocab-from crlf/train.h5' err.txt)" = "2:1"
 check "and is left untouched" cmp -s before.h5 crlf/train.h5
 
 # A vocabulary that makes most of the training text <unk> is warned about.
