@@ -112,6 +112,7 @@ TEST(Checkpoint, EveryPositionFieldRoundTrips) {
   pos.best_objective = 0.375;
   pos.plan = "packed sequences=24";
   pos.steps_per_epoch = 45;
+  pos.epoch_rows = 1234;
   const int64_t columns = 2;
   pos.stream_state.resize(size_t(2 * config.layers * columns * config.hidden));
   for (size_t i = 0; i < pos.stream_state.size(); ++i) pos.stream_state[i] = 0.5f + float(i);
@@ -128,6 +129,7 @@ TEST(Checkpoint, EveryPositionFieldRoundTrips) {
   EXPECT_EQ(got.best_objective, 0.375);
   EXPECT_EQ(got.plan, "packed sequences=24");
   EXPECT_EQ(got.steps_per_epoch, 45);
+  EXPECT_EQ(got.epoch_rows, 1234);
   EXPECT_EQ(got.stream_state, pos.stream_state);
 }
 

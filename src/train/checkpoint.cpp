@@ -130,6 +130,7 @@ void write_checkpoint_file(const std::string& path, Model& model, Optimizer& opt
     f.write_attr("/", "best_objective", pos.best_objective);
     f.write_attr("/", "data_plan", pos.plan);
     f.write_attr("/", "steps_per_epoch", pos.steps_per_epoch);
+    f.write_attr("/", "epoch_rows", pos.epoch_rows);
     f.write_strings("/vocab", vocab.tokens);
     if (!pos.stream_state.empty()) {
       const uint64_t columns = pos.stream_state.size() / (2 * uint64_t(c.layers) * uint64_t(c.hidden));
@@ -220,6 +221,7 @@ CheckpointData read_checkpoint(const std::string& path, Backend& backend) {
     d.position.plan = f.read_attr_string("/", "data_plan");
     d.position.steps_per_epoch = f.read_attr_int("/", "steps_per_epoch");
   }
+  if (f.has_attr("/", "epoch_rows")) d.position.epoch_rows = f.read_attr_int("/", "epoch_rows");
   if (f.exists("/stream_state")) d.position.stream_state = f.read<float>("/stream_state");
   d.optimizer_kind = f.read_attr_string("/optimizer", "kind");
   d.optimizer_steps = f.read_attr_int("/optimizer", "steps");

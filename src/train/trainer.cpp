@@ -102,7 +102,11 @@ class Trainer {
   Vocabularies vocabularies() const { return {train_->tokenizer(), train_->vocab(), train_->label_vocab()}; }
   // The loss and metrics of a file with the training batching, split across ranks and all-reduced.
   Evaluation evaluate(const SequenceFile& file);
-  void report_eval(const char* kind, const SequenceFile& file, int64_t epoch);
+  // `steer`: a validation that picks best.h5 and drives the plateau schedule (one at an epoch's end).
+  void report_eval(const char* kind, const SequenceFile& file, int64_t epoch, bool steer = true);
+  // Rows all ranks have trained in the epoch in progress (collective), -1 when a resumed run does not know
+  // those before it.
+  int64_t epoch_rows_so_far();
   void log_step(int64_t epoch, float lr, double norm);
   // The watchdog around a collective outside the step's own (nothing with a single rank).
   void arm(const char* what, double margin = 0) {
@@ -160,6 +164,9 @@ class Trainer {
   double total_tokens_ = 0;
   int64_t bad_steps_ = 0, bad_in_a_row_ = 0;
   int64_t first_step_ = 0;  // pos_.step when this run's training began (after a resume: the checkpoint's)
+  // The epoch in progress: this rank's rows in this run, and all ranks' before it (a resumed run's, from
+  // its checkpoint; -1 when an older checkpoint did not record them).
+  int64_t epoch_rows_ = 0, rows_before_ = 0;
 };
 
 void Trainer::setup() {
@@ -387,6 +394,8 @@ void Trainer::load_checkpoint(const std::string& path, bool resume) {
   schedule_->plateau_factor = p.plateau_factor;
   schedule_->best_loss = p.best_loss;
   pos_.best_objective = p.best_objective;
+  // The rows trained so far of the epoch in progress, under the same plan only (another cuts it otherwise).
+  pos_.epoch_rows = p.plan == pos_.plan ? p.epoch_rows : -1;
   const int64_t steps = source_->steps_per_epoch();
   if (p.plan != pos_.plan && p.step_in_epoch > 0 && p.step_in_epoch < steps) {
     // Another global batch cuts the epoch differently: continue at the same fraction of it.
@@ -430,11 +439,20 @@ void Trainer::scatter_stream_state(const std::vector<float>& global) {
   backend_->upload(state_.data(), local.data(), local.size() * sizeof(float));
 }
 
+int64_t Trainer::epoch_rows_so_far() {
+  double rows = double(epoch_rows_);
+  arm("the epoch's row count");
+  topo_.world->allreduce_sum(&rows, 1);
+  disarm();
+  return rows_before_ < 0 ? -1 : rows_before_ + int64_t(rows);
+}
+
 void Trainer::save() {
   pos_.plateau_factor = schedule_->plateau_factor;
   pos_.best_loss = schedule_->best_loss;
   pos_.steps_per_epoch = source_->steps_per_epoch();
   if (c_.checkpoint_dir.empty()) return;
+  pos_.epoch_rows = epoch_rows_so_far();
   // A diverged model is not saved: the checkpoints kept are the last finite ones. Every rank holds the
   // same parameters and state, so every rank decides alike.
   auto finite = [&](const Tensor& t) { return std::isfinite(backend_->sum_squares(t.data(), t.numel())); };
@@ -502,11 +520,12 @@ Evaluation Trainer::evaluate(const SequenceFile& file) {
   return ev;
 }
 
-void Trainer::report_eval(const char* kind, const SequenceFile& file, int64_t epoch) {
+void Trainer::report_eval(const char* kind, const SequenceFile& file, int64_t epoch, bool steer) {
   const Evaluation ev = evaluate(file);
   const double l = ev.loss();
   const bool lm = ev.task() == Task::lm;
-  if (std::string(kind) == "valid") {
+  const bool valid = std::string(kind) == "valid";
+  if (valid && steer) {
     const double objective = ev.objective(c_.select_by);
     schedule_->on_validation(objective);
     save_best(objective);
@@ -516,9 +535,11 @@ void Trainer::report_eval(const char* kind, const SequenceFile& file, int64_t ep
   if (lm)
     std::cout << std::fixed << " ppl " << std::setprecision(2) << std::exp(l) << " bits/token " << std::setprecision(4)
               << l / std::log(2.0) << std::defaultfloat;
+  if (valid && !steer) std::cout << " (inside the epoch: not used for best.h5 or the schedule)";
   std::cout << std::endl;
   if (metrics_.is_open() && metrics_error_.empty()) {
     metrics_ << "{\"kind\":\"" << kind << "\",\"step\":" << pos_.step << ",\"epoch\":" << epoch << ev.json_members(false);
+    if (valid && !steer) metrics_ << ",\"inside_epoch\":true";
     if (lm) metrics_ << ",\"perplexity\":" << shortest(std::exp(l)) << ",\"bits_per_token\":" << shortest(l / std::log(2.0));
     metrics_ << "}" << std::endl;
     check_metrics();
@@ -587,12 +608,17 @@ int Trainer::run() {
     pos_.validated = true;
     ++first_epoch, first_k = 0;
   }
+  epoch_rows_ = 0;
+  rows_before_ = first_k == 0 ? 0 : pos_.epoch_rows;
   for (int64_t epoch = first_epoch; epoch <= c_.epochs && pos_.step < total_steps_; ++epoch, first_k = 0) {
     pos_.epoch = epoch;
     source_->start_epoch(epoch);
     if (first_k == 0 && c_.batching == "stream") backend.zero(state_.data(), state_.numel());
     reader.request(first_k);
-    int64_t epoch_rows = 0;  // this rank's; summed over the ranks and checked against the plan at the end
+    // This rank's rows, summed over the ranks (and those before a resume) and checked against the plan at
+    // the end.
+    epoch_rows_ = 0;
+    rows_before_ = first_k == 0 ? 0 : pos_.epoch_rows;
     for (int64_t k = first_k; k < steps_per_epoch && pos_.step < total_steps_; ++k) {
       injected_failure(topo_.world_rank(), pos_.step + 1);
       auto t0 = Clock::now();
@@ -647,7 +673,7 @@ int Trainer::run() {
       if (watchdog_) watchdog_->arm("the step's totals all-reduce", pos_.step + 1);
       topo_.world->allreduce_sum(totals.v, StepTotals::kSize);
       if (watchdog_) watchdog_->disarm();
-      epoch_rows += batch.tokens();
+      epoch_rows_ += batch.tokens();
       const int stop = totals.stop_signal();
       auto t3 = Clock::now();
       const double loss = totals.loss_sum() / totals.units();
@@ -705,31 +731,31 @@ int Trainer::run() {
     // Every sequence of the plan trained once: a batch that lost or repeated sequences on every rank alike
     // would pass the comparison of N ranks with 1 rank, but not this.
     // Summed in double, exact to 2^53 (the float slots of the gradient all-reduce are not, past 2^24 a step).
-    if (first_k == 0 && pos_.step_in_epoch == steps_per_epoch) {
-      double rows = double(epoch_rows);
-      if (watchdog_) watchdog_->arm("the epoch's row count", pos_.step);
-      topo_.world->allreduce_sum(&rows, 1);
-      if (watchdog_) watchdog_->disarm();
-      if (int64_t(rows) != source_->epoch_rows())
-        throw Error(cat("epoch ", epoch, " trained ", int64_t(rows), " rows over all ranks, but its plan holds ",
+    const bool epoch_end = pos_.step_in_epoch == steps_per_epoch;
+    if (epoch_end && rows_before_ >= 0) {
+      const int64_t rows = epoch_rows_so_far();
+      if (rows != source_->epoch_rows())
+        throw Error(cat("epoch ", epoch, " trained ", rows, " rows over all ranks, but its plan holds ",
                         source_->epoch_rows(), ": the batches lost or repeated sequences"));
       if (lead_ && metrics_.is_open() && metrics_error_.empty()) {
         metrics_ << "{\"kind\":\"epoch\",\"epoch\":" << epoch << ",\"step\":" << pos_.step
-                 << ",\"rows\":" << int64_t(rows) << "}" << std::endl;
+                 << ",\"rows\":" << rows << "}" << std::endl;
         check_metrics();
       }
     }
     // The epoch's checkpoint before its validation, so that an error there loses no training; a run
     // resumed from it validates that epoch first. The plateau schedule learns from the validation: then
-    // the checkpoint is written again, validated.
-    if (valid_ && !c_.checkpoint_dir.empty()) {
+    // the checkpoint is written again, validated. A run that stops inside the epoch (--max-steps) reports
+    // a validation there, but it steers neither best.h5 nor the schedule: the run resumed from here
+    // decides at the epoch's end exactly as the run that never stopped.
+    if (valid_ && epoch_end && !c_.checkpoint_dir.empty()) {
       pos_.validated = false;
       save();
       pos_.validated = true;
     }
     if (valid_) {
-      report_eval("valid", *valid_, epoch);
-      if (c_.schedule.kind == "plateau" && pos_.step < total_steps_) save();
+      report_eval("valid", *valid_, epoch, epoch_end);
+      if (epoch_end && c_.schedule.kind == "plateau" && pos_.step < total_steps_) save();
     }
   }
   save();

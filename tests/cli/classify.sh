@@ -62,6 +62,22 @@ tail -1 ev.out | grep -q '"per_class":{"col":{"precision":' && [ "$total" = "$n"
   && [ "$(wc -l < ev.out)" -eq 1 ] \
   && ok "eval --json: per-class scores and a confusion matrix over all $n sequences" || bad "eval: total '$total' of '$n': $(tail -1 ev.out)"
 
+# A stop inside an epoch leaves the plateau schedule and best.h5 where the run that never stopped has them:
+# --max-steps 25 then --resume to 50 gives --max-steps 50 bitwise (the stop's validation at step 25 is
+# reported, marked inside_epoch, and steers nothing), the same best.h5, and the resumed run's metrics
+# carry the epoch record of the epoch it finished, with all of its rows.
+P="$C --pool last --valid cls/valid.h5 --batch-size 24 --epochs 5 --select-by accuracy --lr-schedule plateau --lr 0.01"
+"$BUILD/rnn_dist" train $P --max-steps 50 --checkpoint-dir pfull --metrics pfull.jsonl > log.pfull 2>&1 || bad "plateau 50: $(tail -1 log.pfull)"
+"$BUILD/rnn_dist" train $P --max-steps 25 --checkpoint-dir ppart --metrics pa.jsonl > log.pa 2>&1 || bad "plateau 25: $(tail -1 log.pa)"
+"$BUILD/rnn_dist" train $P --max-steps 50 --checkpoint-dir ppart --metrics pb.jsonl --resume > log.pb 2>&1 || bad "plateau resume: $(tail -1 log.pb)"
+h5diff pfull/step-00000050.h5 ppart/step-00000050.h5 /model > /dev/null && h5diff pfull/best.h5 ppart/best.h5 > /dev/null \
+  && ok "plateau: --max-steps 25 then --resume equals --max-steps 50 bitwise, best.h5 too" \
+  || bad "plateau resume differs: $(h5diff -q pfull/step-00000050.h5 ppart/step-00000050.h5 /model 2>&1 | tail -1); lr $(grep -o '"lr":[0-9.e-]*' pb.jsonl | sort -u | tr '\n' ' ')"
+grep '"kind":"valid","step":25' pa.jsonl | grep -q '"inside_epoch":true' && grep -q "step 25 .*(inside the epoch: not used" log.pa \
+  && ok "the validation at the stop is reported, marked inside the epoch" || bad "stop's validation: $(grep valid pa.jsonl)"
+rows=$(grep -o '"kind":"epoch","epoch":1,"step":30,"rows":[0-9]*' pfull.jsonl)
+[ -n "$rows" ] && grep -q "$rows" pb.jsonl && ok "the resumed run's metrics: $rows" || bad "epoch record after resume: '$rows' / $(grep epoch pb.jsonl | head -2)"
+
 # N ranks = 1 rank, and resume, for a classifier (max pooling) and a tagger.
 same_params() {  # $1 = reference checkpoint, $2 = other, $3 = what
   if h5diff -d 1e-5 "$1" "$2" /model > diff.out 2>&1; then ok "$3: parameters equal within 1e-5"
@@ -157,7 +173,7 @@ grep -q $'\rrnn_dist eval: '"$n of $n sequences (100%)" tty.txt \
 # jobs/classifier.conf is a valid config: its keys parse (the switch `bidirectional = true` included) and
 # it trains a classifier with its paths, shape, pooling and selection, only data and length overridden.
 "$BUILD/rnn_dist" train --config "$REPO/jobs/classifier.conf" --train cls/train.h5 --valid cls/valid.h5 --test cls/test.h5 \
-  --checkpoint-dir jc --metrics jc.jsonl --max-steps 4 --device cpu > log.jc 2>&1
+  --checkpoint-dir jc --metrics jc.jsonl --epochs 1 --device cpu > log.jc 2>&1
 [ $? -eq 0 ] && [ -f jc/best.h5 ] && "$BUILD/rnn_dist" info jc/best.h5 | grep -q "bidirectional" \
   && h5dump -a /pool jc/best.h5 | grep -q '"mean"' && h5dump -a /selected_by jc/best.h5 | grep -q '"accuracy"' \
   && ok "jobs/classifier.conf trains a bidirectional mean-pooled classifier, best.h5 by accuracy" \

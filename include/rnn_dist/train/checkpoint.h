@@ -23,6 +23,7 @@ struct TrainingPosition {
   double best_objective = 1e300;  // the validation objective (Evaluation::objective) of best.h5
   std::string plan;              // how the data was cut into steps ("packed sequences=64", ...)
   int64_t steps_per_epoch = 0;   // under that plan
+  int64_t epoch_rows = -1;       // rows all ranks trained in the epoch in progress so far (-1: not recorded)
   std::vector<float> stream_state;  // stream mode: carried h and c, 2 x layers x columns x hidden
 };
 
