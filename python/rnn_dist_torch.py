@@ -24,8 +24,11 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3  # fixed by docs/data-format.md
 
 
+# Vocabulary entries are bytes, not always UTF-8 (the byte tokenizer's entries 132-259 are single bytes
+# >= 0x80): decoded with surrogateescape, so every entry is a str and entry.encode(errors="surrogateescape")
+# gives its bytes back.
 def _text(values) -> list[str]:
-    return [v.decode() if isinstance(v, bytes) else str(v) for v in values]
+    return [v.decode(errors="surrogateescape") if isinstance(v, bytes) else str(v) for v in values]
 
 
 class RnnDistModel(nn.Module):

@@ -32,8 +32,10 @@ class InputError(Exception):
     pass
 
 
-# Fields of the summary record that describe the run rather than measure it (not plotted).
-DESCRIPTIVE = {"allreduce_dtype", "overlap", "bucket_elems", "bucket_lead_s", "bucket_done_s"}
+# Fields that describe the run or the record rather than measure it (not plotted).
+DESCRIPTIVE = {"allreduce_dtype", "overlap", "bucket_elems", "bucket_lead_s", "bucket_done_s", "inside_epoch"}
+# Nested objects whose numbers are plotted as NAME_FIELD: a BIO tagger's entity scores ("entities_f1").
+NESTED = {"entities"}
 
 
 def read_runs(path, label):
@@ -54,6 +56,10 @@ def read_runs(path, label):
             raise InputError(f"{path}:{n}: not JSON ({e.msg})")
         if not isinstance(rec, dict) or "kind" not in rec or "step" not in rec:
             raise InputError(f"{path}:{n}: not an rnn_dist metrics record (no kind and step)")
+        for key in NESTED & rec.keys():
+            if not isinstance(rec[key], dict):
+                raise InputError(f"{path}:{n}: {key} is not an object")
+            rec.update({f"{key}_{k}": v for k, v in rec.pop(key).items()})
         bad = [k for k, v in rec.items()
                if k != "kind" and k not in DESCRIPTIVE and not (isinstance(v, (int, float)) and not isinstance(v, bool))]
         if bad:
@@ -100,7 +106,7 @@ def plot(runs, output, title):
         vs, vl = series(run["valid"], "loss")
         if vs:
             ax_loss.plot(vs, vl, "o--", color=c, markersize=6, label=f"{name}: validation")
-        for key, style in (("accuracy", "o-"), ("macro_f1", "s:"), ("bits_per_token", "o-")):
+        for key, style in (("accuracy", "o-"), ("macro_f1", "s:"), ("entities_f1", "^-."), ("bits_per_token", "o-")):
             ks, kv = series(run["valid"], key)
             if ks:
                 ax_valid.plot(ks, kv, style, color=c, label=f"{name}: {key.replace('_', ' ')}")

@@ -20,6 +20,18 @@ for lr in 1e-2 3e-3; do
 done
 "$BUILD/rnn_dist" train --train cls/train.h5 --valid cls/valid.h5 $OPTS --bidirectional --metrics cls.jsonl > /dev/null 2>&1 \
   || bad "train classifier"
+# A BIO tagger's validation records nest the entity scores ("entities":{...}): plotted as the entity F1.
+printf 'ann B-PER\nmet O\nbob B-PER\n\nrome B-LOC\nsaw O\n\n%.0s' $(seq 40) > tag.conll
+"$BUILD/rnn_prep" --input tag.conll --format conll --output-dir tag --valid-fraction 0.2 > /dev/null || bad "rnn_prep conll"
+"$BUILD/rnn_dist" train --train tag/train.h5 --valid tag/valid.h5 $OPTS --metrics tag.jsonl > /dev/null 2>&1 || bad "train tagger"
+grep -q '"entities":{' tag.jsonl || bad "the tagger's metrics have no entities object"
+"$PY" "$PLOT" --metrics tag.jsonl --output tag.png > out 2> err && [ -s tag.png ] && grep -q "tag.png: 1 run(s)" out \
+  && ok "a BIO tagger's metrics (nested entity scores) plot" || bad "tagger plot: $(cat err)"
+# A run stopped inside an epoch marks its last validation (inside_epoch): plotted like the others.
+"$BUILD/rnn_dist" train --train lm/train.h5 --valid lm/valid.h5 $OPTS --max-steps 3 --metrics stop.jsonl > /dev/null 2>&1 \
+  || bad "train --max-steps 3"
+grep -q '"inside_epoch":true' stop.jsonl && "$PY" "$PLOT" --metrics stop.jsonl --output stop.png > out 2> err \
+  && ok "a validation inside the epoch plots" || bad "inside_epoch plot: $(cat err)"
 
 "$PY" "$PLOT" --metrics lm.jsonl --label "language model" --metrics cls.jsonl --output curves.png > out 2> err
 rc=$?

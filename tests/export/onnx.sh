@@ -20,6 +20,9 @@ fi
 awk 'BEGIN { srand(7); for (i = 0; i < 300; i++) { k = 5 + int(rand() * 50); s = ""
   for (j = 0; j < k; j++) s = s substr("abcde fghij", 1 + int(rand() * 11), 1); print s } }' > lm.txt
 "$BUILD/rnn_prep" --input lm.txt --output-dir lm --valid-fraction 0 --test-fraction 0.2 > /dev/null || bad "rnn_prep lm"
+# A byte-tokenizer language model too: its vocabulary is not UTF-8.
+"$BUILD/rnn_prep" --input lm.txt --output-dir lm-byte --tokenizer byte --valid-fraction 0 --test-fraction 0.2 > /dev/null \
+  || bad "rnn_prep lm --tokenizer byte"
 make_labelled_data
 run() {  # run NAME DATA OPTIONS...: trains, evaluates DATA/test.h5, exports, runs the graph in onnxruntime
   local name=$1 data=$2 state=()
@@ -44,6 +47,7 @@ run() {  # run NAME DATA OPTIONS...: trains, evaluates DATA/test.h5, exports, ru
   fi
 }
 run lm lm --dropout 0.2
+run lm-byte lm-byte
 for pool in last mean max; do run "classify-$pool" cls --bidirectional --pool "$pool"; done
 run tag tag --bidirectional
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # python/rnn_dist_torch.py against rnn_dist: checkpoints of every kind trained here (a character language
-# model with dropout; word-level bidirectional classifiers pooling last, mean and max; a bidirectional and
+# model with dropout, and byte and word ones; word-level bidirectional classifiers pooling last, mean and max; a bidirectional and
 # a unidirectional tagger) are rebuilt in PyTorch, whose log-probabilities over a whole test file must equal
 # `rnn_dist eval --log-probs` within 1e-5 and whose summed loss `rnn_dist eval --json`'s within 1e-6
 # relative (tests/export/compare_torch.py). Skipped (77), saying why, without PyTorch and h5py.
@@ -13,6 +13,11 @@ python_with torch h5py || exit 77
 awk 'BEGIN { srand(7); for (i = 0; i < 300; i++) { k = 5 + int(rand() * 50); s = ""
   for (j = 0; j < k; j++) s = s substr("abcde fghij", 1 + int(rand() * 11), 1); print s } }' > lm.txt
 "$BUILD/rnn_prep" --input lm.txt --output-dir lm --valid-fraction 0 --test-fraction 0.2 > /dev/null || bad "rnn_prep lm"
+# The same text through the byte and word tokenizers: the byte vocabulary is not UTF-8.
+for t in byte word; do
+  "$BUILD/rnn_prep" --input lm.txt --output-dir lm-$t --tokenizer $t --valid-fraction 0 --test-fraction 0.2 > /dev/null \
+    || bad "rnn_prep lm --tokenizer $t"
+done
 make_labelled_data
 run() {  # run NAME DATA OPTIONS...: trains, evaluates on DATA/test.h5 and compares with PyTorch
   local name=$1 data=$2
@@ -29,6 +34,8 @@ run() {  # run NAME DATA OPTIONS...: trains, evaluates on DATA/test.h5 and compa
   fi
 }
 run lm lm --dropout 0.2
+run lm-byte lm-byte
+run lm-word lm-word
 for pool in last mean max; do run "classify-$pool" cls --bidirectional --pool "$pool" --dropout 0.1; done
 run tag-bi tag --bidirectional
 run tag-uni tag
