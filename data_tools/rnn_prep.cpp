@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <iomanip>
@@ -56,7 +57,7 @@ const char* const kSplitNames[kNumSplits] = {"train", "valid", "test"};
 // Parses the command line; returns nothing when --help was given.
 std::optional<Options> parse_options(int argc, char** argv) {
   Options o;
-  std::string format;
+  std::string format, tag_column;
   po::options_description desc(
       "usage: rnn_prep --input FILE... --output-dir DIR [options]\n"
       "Tokenizes text files into rnn_dist sequence files DIR/train.h5, DIR/valid.h5 and DIR/test.h5\n"
@@ -78,8 +79,8 @@ std::optional<Options> parse_options(int argc, char** argv) {
        "jsonl: the member holding each record's label (a string or an integer): classification")
       ("label-from-file", po::bool_switch(&o.label_from_file),
        "each --input file is one class, named by the file's base name: classification")
-      ("tag-column", po::value(&o.records.tag_column)->default_value(-1, "last"),
-       "conll: the 0-based column of the tag")
+      ("tag-column", po::value(&tag_column)->default_value("last"),
+       "conll: the column of the tag: last, or its 0-based index (1 or more: column 0 is the token)")
       ("record-sep", po::value(&o.records.separator)->default_value("%"),
        "record separator line for --format records")
       ("text-field", po::value(&o.records.text_field)->default_value("text"),
@@ -124,7 +125,17 @@ std::optional<Options> parse_options(int argc, char** argv) {
   if (o.label_from_file && (tsv || conll || !o.records.label_field.empty()))
     throw InputError("--label-from-file: the labels come from the file names, not from --format tsv, conll or --label-field");
   if (!vm["tag-column"].defaulted() && !conll) throw InputError("--tag-column: applies to --format conll");
-  if (conll && o.records.tag_column == 0) throw InputError("--tag-column: column 0 is the token");
+  if (!vm["text-field"].defaulted() && o.records.format != RecordFormat::jsonl)
+    throw InputError("--text-field: applies to --format jsonl");
+  if (!vm["record-sep"].defaulted() && o.records.format != RecordFormat::records)
+    throw InputError("--record-sep: applies to --format records");
+  if (tag_column != "last") {
+    char* end = nullptr;
+    const long k = std::strtol(tag_column.c_str(), &end, 10);
+    if (tag_column.empty() || *end != '\0' || k < 1 || k > 1000)
+      throw InputError(cat("--tag-column ", tag_column, ": last, or the column's 0-based index from 1 (column 0 is the token)"));
+    o.records.tag_column = static_cast<int>(k);
+  }
   o.task = conll ? Task::tag : (tsv || o.label_from_file || !o.records.label_field.empty()) ? Task::classify : Task::lm;
   // A CoNLL file's tokens are its tokens: a word-level vocabulary of them, not split further.
   if (conll && o.tokenizer_given && o.tokenizer != "word")

@@ -47,6 +47,8 @@ class _Graph:
 
 
 def build(checkpoint: str, state: bool = False) -> onnx.ModelProto:
+    if os.path.isdir(checkpoint):
+        raise ValueError(f"{checkpoint}: is a directory, not a checkpoint")
     with h5py.File(checkpoint, "r") as f:
         fmt = f.attrs.get("format")
         if (fmt.decode() if isinstance(fmt, bytes) else fmt) != "rnn_dist.checkpoint":

@@ -13,6 +13,7 @@ log-probabilities equal `rnn_dist eval --log-probs` within 1e-5.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import h5py
@@ -94,6 +95,8 @@ class Checkpoint:
 
 def read_checkpoint(path: str) -> Checkpoint:
     """The model of a checkpoint (eval mode), its vocabularies and its root attributes."""
+    if os.path.isdir(path):
+        raise ValueError(f"{path}: is a directory, not a checkpoint")
     with h5py.File(path, "r") as f:
         if f.attrs.get("format") not in ("rnn_dist.checkpoint", b"rnn_dist.checkpoint"):
             raise ValueError(f"{path}: not an rnn_dist checkpoint")

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 #include "rnn_dist/util/error.h"
 
@@ -90,13 +91,16 @@ Handle::~Handle() {
 }
 
 File File::open_read(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) fail(path, "is a directory, not a file");
   if (H5Fis_hdf5(path.c_str()) <= 0) {
     FILE* f = std::fopen(path.c_str(), "rb");
     if (!f) fail(path, cat("cannot open: ", std::strerror(errno)));
     std::fclose(f);
     fail(path, "not an HDF5 file (or truncated)");
   }
-  return File(path, check(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), path, "cannot open HDF5 file"));
+  return File(path, check(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), path,
+                          "cannot open HDF5 file (truncated or damaged)"));
 }
 
 File File::create(const std::string& path) {

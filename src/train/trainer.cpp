@@ -207,7 +207,14 @@ void Trainer::setup() {
     source_ = std::move(s);
   } else {
     check_sequences_fit(train_->offsets(), c_.batch, framing_of(task));  // a micro-batch holds the longest
-    source_ = std::make_unique<PackedSource>(*train_, step_batching(c_), world, topo_.world_rank(), c_.seed);
+    try {
+      source_ = std::make_unique<PackedSource>(*train_, step_batching(c_), world, topo_.world_rank(), c_.seed);
+    } catch (const InputError& e) {
+      // The step's batch is --accumulate micro-batches: say so, where the plan only sees their total.
+      if (c_.accumulate == 1) throw;
+      throw InputError(cat(e.what(), "; with --accumulate ", c_.accumulate, " a step takes ", c_.accumulate,
+                           " micro-batches of --batch-size ", c_.batch.batch_size, " (lower --accumulate)"));
+    }
   }
   total_steps_ = source_->steps_per_epoch() * c_.epochs;
   if (c_.max_steps > 0) total_steps_ = std::min(total_steps_, c_.max_steps);
@@ -220,7 +227,9 @@ void Trainer::setup() {
   mc.task = task;
   mc.vocab = train_->vocab_size();
   mc.classes = static_cast<int64_t>(train_->label_vocab().size());
-  mc.pool = parse_pool(c_.pool);
+  if (!c_.pool.empty() && task != Task::classify)
+    throw InputError(cat("--pool: applies to classifiers, and ", c_.train, " holds ", task_name(task), " data"));
+  mc.pool = c_.pool.empty() ? Pool::last : parse_pool(c_.pool);
   model_ = std::make_unique<Model>(*backend_, mc);
   model_->init(c_.seed);
   // Overlap pays where there is something to overlap (gradients of more than one bucket) and where the

@@ -70,7 +70,9 @@ void check_config(const TrainerConfig& c) {
   if (c.model.dropout < 0 || c.model.dropout >= 1)
     throw InputError(cat("--dropout must be in [0, 1) (got ", c.model.dropout, ")"));
   if (!c.task.empty()) parse_task(c.task, "--task");
-  parse_pool(c.pool);
+  if (!c.pool.empty()) parse_pool(c.pool);
+  if (c.schedule.kind == "plateau" && c.valid.empty())
+    throw InputError("--lr-schedule plateau: decays when a validation does not improve, so it needs --valid");
   if (c.select_by != "loss" && c.select_by != "accuracy" && c.select_by != "macro-f1")
     throw InputError(cat("--select-by: unknown metric '", c.select_by, "' (loss, accuracy or macro-f1)"));
   if (c.model.bidirectional && c.task == "lm")

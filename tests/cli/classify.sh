@@ -146,7 +146,11 @@ for case in "--train lm/train.h5 --bidirectional|--bidirectional" "--train cls/t
             "--train cls/train.h5 --batching stream|--batching stream" "--train lm/train.h5 --select-by accuracy --valid lm/valid.h5|--select-by" \
             "--train cls/train.h5 --select-by accuracy|needs --valid" "--train cls/train.h5 --pool median|--pool" \
             "--train cls/train.h5 --valid tag/valid.h5|tag/valid.h5" "--train cls/train.h5 --select-by f2|--select-by" \
-            "--train tag/train.h5 --init-from cb/best.h5|cb/best.h5"; do
+            "--train tag/train.h5 --init-from cb/best.h5|cb/best.h5" \
+            "--train lm/train.h5 --pool mean|--pool: applies to classifiers, and lm/train.h5 holds lm data" \
+            "--train tag/train.h5 --pool last|--pool: applies to classifiers" \
+            "--train cls/train.h5 --lr-schedule plateau|--lr-schedule plateau: .* needs --valid" \
+            "--train cls/train.h5 --accumulate 1000|with --accumulate 1000 a step takes 1000 micro-batches"; do
   opt=${case%|*} want=${case#*|}
   "$BUILD/rnn_dist" train $B $opt > out 2> err
   rc=$?
@@ -158,6 +162,26 @@ done
   && ok "eval refuses data of another task" || bad "eval across tasks: $(cat err)"
 "$BUILD/rnn_dist" sample --checkpoint cb/best.h5 > out 2> err
 [ $? -eq 2 ] && grep -q "sample needs a language model" err && ok "sample refuses a classifier" || bad "sample: $(cat err)"
+
+# rnn_prep: options of other formats are refused, not ignored; --tag-column takes what its help shows.
+for case in "--format tsv --input cls.tsv --text-field x|--text-field: applies to --format jsonl" \
+            "--format tsv --input cls.tsv --record-sep x|--record-sep: applies to --format records" \
+            "--format conll --input tag.conll --tag-column 0|--tag-column 0: last, or" \
+            "--format conll --input tag.conll --tag-column -1|--tag-column -1: last, or" \
+            "--format conll --input tag.conll --tag-column x|--tag-column x: last, or"; do
+  opt=${case%|*} want=${case#*|}
+  "$BUILD/rnn_prep" $opt --output-dir bad-prep > out 2> err
+  rc=$?
+  [ $rc -eq 2 ] && [ "$(wc -l < err)" -eq 1 ] && grep -q -- "$want" err && ok "rnn_prep '$opt' -> exit 2: $(cat err)" \
+    || bad "rnn_prep '$opt' -> exit $rc: $(cat err)"
+done
+"$BUILD/rnn_prep" --format conll --input tag.conll --tag-column last --output-dir tag-last > /dev/null 2> err \
+  && "$BUILD/rnn_prep" --format conll --input tag.conll --tag-column 2 --output-dir tag-2 > /dev/null 2>> err \
+  && h5diff tag-last/train.h5 tag-2/train.h5 /tags > /dev/null \
+  && ok "--tag-column last (its default, as --help shows it) and 2 read the same tags" || bad "--tag-column last/2: $(cat err)"
+# A directory where a file is expected: one line naming it.
+"$BUILD/rnn_dist" info cb > out 2> err
+[ $? -eq 2 ] && [ "$(wc -l < err)" -eq 1 ] && grep -q "cb: is a directory" err && ok "info DIR: $(cat err)" || bad "info DIR: $(cat err)"
 
 # Progress on a terminal (script(1)): eval counts sequences of the file's, predict bytes of its input;
 # --quiet prints none.

@@ -56,4 +56,8 @@ run tag tag --bidirectional
 rc=$?
 [ $rc -eq 2 ] && [ "$(wc -l < err)" -eq 1 ] && grep -q "not an rnn_dist checkpoint" err && ! ls bad.onnx* > /dev/null 2>&1 \
   && ok "a data file is refused: $(cat err)" || bad "exporter on a data file: rc $rc: $(cat err)"
+"$PY" "$REPO/python/rnn_dist_onnx.py" --checkpoint ck-lm --onnx bad.onnx > out 2> err
+rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l < err)" -eq 1 ] && grep -q "ck-lm: is a directory, not a checkpoint" err && ! ls bad.onnx* > /dev/null 2>&1 \
+  && ok "a directory is refused: $(cat err)" || bad "exporter on a directory: rc $rc: $(cat err)"
 finish

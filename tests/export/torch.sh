@@ -44,4 +44,7 @@ run tag-uni tag
 "$PY" -c "import sys; sys.path.insert(0, '$HERE/../../python'); import rnn_dist_torch as rt; rt.load('lm/test.h5')" 2> err
 [ $? -ne 0 ] && grep -q "not an rnn_dist checkpoint" err && ok "a data file is refused as a checkpoint" \
   || bad "loader on a data file: $(tail -1 err)"
+"$PY" -c "import sys; sys.path.insert(0, '$HERE/../../python'); import rnn_dist_torch as rt; rt.load('ck-lm')" 2> err
+[ $? -ne 0 ] && grep -q "ck-lm: is a directory, not a checkpoint" err && ok "a directory is refused as a checkpoint" \
+  || bad "loader on a directory: $(tail -1 err)"
 finish

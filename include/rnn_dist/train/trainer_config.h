@@ -21,7 +21,7 @@ struct TrainerConfig {
   std::string allreduce_dtype = "fp32";  // --allreduce-dtype: what the gradients travel as (WireType)
   ModelConfig model;  // its task and classes come from the training file
   std::string task;   // --task: "" or what the training file's task must be
-  std::string pool = "last";       // --pool (classify)
+  std::string pool;                // --pool (classify; empty: not given, which is last)
   std::string select_by = "loss";  // --select-by: the validation metric of best.h5 and the plateau schedule
   BatchingConfig batch;
   int64_t bptt = 35;  // stream mode: target tokens per column and step
