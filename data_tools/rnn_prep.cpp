@@ -57,7 +57,7 @@ const char* const kSplitNames[kNumSplits] = {"train", "valid", "test"};
 // Parses the command line; returns nothing when --help was given.
 std::optional<Options> parse_options(int argc, char** argv) {
   Options o;
-  std::string format, tag_column;
+  std::string format, tag_column, conll_comments;
   po::options_description desc(
       "usage: rnn_prep --input FILE... --output-dir DIR [options]\n"
       "Tokenizes text files into rnn_dist sequence files DIR/train.h5, DIR/valid.h5 and DIR/test.h5\n"
@@ -79,6 +79,8 @@ std::optional<Options> parse_options(int argc, char** argv) {
        "jsonl: the member holding each record's label (a string or an integer): classification")
       ("label-from-file", po::bool_switch(&o.label_from_file),
        "each --input file is one class, named by the file's base name: classification")
+      ("conll-comments", po::value(&conll_comments)->default_value("skip"),
+       "conll: lines whose first character is '#' (CoNLL-U's \"# sent_id = 3\", \"# newdoc\") are comments: skip (counted in the summary) or keep (as tokens)")
       ("tag-column", po::value(&tag_column)->default_value("last"),
        "conll: the column of the tag: last, or its 0-based index (1 or more: column 0 is the token)")
       ("record-sep", po::value(&o.records.separator)->default_value("%"),
@@ -129,6 +131,10 @@ std::optional<Options> parse_options(int argc, char** argv) {
     throw InputError("--text-field: applies to --format jsonl");
   if (!vm["record-sep"].defaulted() && o.records.format != RecordFormat::records)
     throw InputError("--record-sep: applies to --format records");
+  if (!vm["conll-comments"].defaulted() && !conll) throw InputError("--conll-comments: applies to --format conll");
+  if (conll_comments != "skip" && conll_comments != "keep")
+    throw InputError(cat("--conll-comments ", conll_comments, ": skip or keep"));
+  o.records.conll_comments = conll_comments == "keep";
   if (tag_column != "last") {
     char* end = nullptr;
     const long k = std::strtol(tag_column.c_str(), &end, 10);
@@ -192,13 +198,20 @@ double input_bytes(const Options& o) {
   return total;
 }
 
+// What a pass over the inputs read: bytes, and CoNLL comment lines skipped.
+struct Read {
+  uint64_t bytes = 0;
+  int64_t comment_lines = 0;
+};
+
 // Calls f(record, source, split, label) for every record of every input, in input order; label is the
 // record's label text (classify), from the record or, with --label-from-file, the file's base name. The
 // pass is shown as `what` (bytes read of the total).
 template <class F>
-uint64_t for_each_record(const Options& o, const char* what, F&& f) {
+Read for_each_record(const Options& o, const char* what, F&& f) {
   Progress progress(cat("rnn_prep: ", what), input_bytes(o), "bytes", o.quiet);
   uint64_t index = 0, bytes = 0;
+  int64_t comments = 0;
   for (const auto& path : o.inputs) {
     RecordReader reader(path, o.records);
     const std::string file_label = std::filesystem::path(path).filename().string();
@@ -209,9 +222,10 @@ uint64_t for_each_record(const Options& o, const char* what, F&& f) {
       progress.update(static_cast<double>(bytes + reader.bytes_read()));
     }
     bytes += reader.bytes_read();
+    comments += reader.comment_lines();
   }
   progress.update(static_cast<double>(bytes));
-  return bytes;
+  return {bytes, comments};
 }
 
 // The tokenizer, and the label vocabulary (classify: the labels, tag: the tags of the training split,
@@ -307,7 +321,7 @@ int run(const Options& o) {
   int64_t records = 0, empty = 0, split_records = 0, pieces = 0;
   std::vector<int32_t> seq, piece, tags, piece_tags;
   const char* encoding = two_passes ? "pass 2 of 2, encoding" : "encoding";
-  const uint64_t bytes = for_each_record(o, encoding, [&](const Record& r, const TextSource& src, Split split,
+  const Read read = for_each_record(o, encoding, [&](const Record& r, const TextSource& src, Split split,
                                                           std::string_view label_text) {
     ++records;
     seq.assign(1, kBosId);
@@ -385,6 +399,7 @@ int run(const Options& o) {
   for (int s = 0; s < kNumSplits; ++s)
     if (!writers[s] || writers[s]->num_sequences() == 0) stale_removed[s] = std::filesystem::remove(paths[s], ec);
 
+  const uint64_t bytes = read.bytes;
   std::cout << "rnn_prep: " << o.inputs.size() << " input file(s), " << bytes << " bytes, format "
             << (o.records.format == RecordFormat::lines     ? "lines"
                 : o.records.format == RecordFormat::records ? "records"
@@ -393,6 +408,9 @@ int run(const Options& o) {
                                                             : "conll")
             << ", tokenizer " << tok.name() << ", task " << task_name(o.task) << "\n"
             << "records:    " << records << " read, " << empty << " empty dropped";
+  if (o.records.format == RecordFormat::conll)
+    std::cout << ", " << read.comment_lines << " comment line(s) ('#' first) skipped"
+              << (read.comment_lines > 0 ? " (--conll-comments keep reads them as tokens)" : "");
   if (o.max_len > 0)
     std::cout << ", " << split_records << " longer than --max-len " << o.max_len << " split into " << pieces
               << " pieces";

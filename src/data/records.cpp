@@ -390,6 +390,10 @@ bool RecordReader::next(Record& record) {
           continue;
         }
         if (line.starts_with("-DOCSTART-")) continue;
+        if (line.starts_with('#') && !options_.conll_comments) {
+          ++comments_;
+          continue;
+        }
         if (size_t bad = find_invalid_utf8(line); bad != std::string_view::npos)
           throw InputError(cat(path_, ": line ", line_, ": invalid UTF-8 at byte offset ", offset + bad));
         // Whitespace-separated columns: the token first, the tag in tag_column.

@@ -179,6 +179,17 @@ done
   && "$BUILD/rnn_prep" --format conll --input tag.conll --tag-column 2 --output-dir tag-2 > /dev/null 2>> err \
   && h5diff tag-last/train.h5 tag-2/train.h5 /tags > /dev/null \
   && ok "--tag-column last (its default, as --help shows it) and 2 read the same tags" || bad "--tag-column last/2: $(cat err)"
+# CoNLL comment lines ('#' first, as CoNLL-U's) are skipped and counted, not read as a token '#' with a
+# tag class "newdoc"; --conll-comments keep reads them.
+{ echo "# newdoc"; echo "# sent_id = 3"; cat tag.conll; } > commented.conll
+"$BUILD/rnn_prep" --format conll --input commented.conll --output-dir tag-c > prep-c.out 2> err \
+  && grep -q "2 comment line(s) ('#' first) skipped" prep-c.out && "$BUILD/rnn_dist" info tag-c/train.h5 > info-c.out \
+  && ! grep -q "newdoc" info-c.out && h5diff tag-last/train.h5 tag-c/train.h5 /tokens > /dev/null \
+  && ok "CoNLL comments skipped and counted; the data is the uncommented file's" || bad "comments: $(cat prep-c.out err | tail -3)"
+"$BUILD/rnn_prep" --format conll --input commented.conll --output-dir tag-k --conll-comments keep > /dev/null 2> err \
+  && "$BUILD/rnn_dist" info tag-k/train.h5 | grep -q "newdoc" && ok "--conll-comments keep: read as tokens and tags" \
+  || bad "--conll-comments keep: $(cat err)"
+
 # A directory where a file is expected: one line naming it.
 "$BUILD/rnn_dist" info cb > out 2> err
 [ $? -eq 2 ] && [ "$(wc -l < err)" -eq 1 ] && grep -q "cb: is a directory" err && ok "info DIR: $(cat err)" || bad "info DIR: $(cat err)"

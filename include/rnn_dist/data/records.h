@@ -23,6 +23,7 @@ struct RecordOptions {
   std::string label_field;          // jsonl: the top-level member holding the label ("" = none)
   int tag_column = -1;              // conll: the column of the tag (0-based; -1 = the last)
   bool conll_tags = true;           // conll: every line has a tag (false: tokens only, as to predict; tags = tokens)
+  bool conll_comments = false;      // conll: keep lines starting with '#' as tokens (false: skip them, counted)
 };
 
 struct Record {
@@ -46,7 +47,8 @@ struct Record {
 //           text is), checked here so errors can name the file position.
 //  tsv:     every line is `label<TAB>text`.
 //  conll:   one token per line, whitespace-separated columns (the token first, its tag in tag_column), a
-//           blank line after each sentence; -DOCSTART- lines are skipped. A record is a sentence.
+//           blank line after each sentence; -DOCSTART- lines are skipped, and so are comment lines (the
+//           first character '#', as CoNLL-U's "# sent_id = 3") unless conll_comments. A record is a sentence.
 // Errors are InputError "<path>: ..." naming the line.
 class RecordReader {
  public:
@@ -60,6 +62,8 @@ class RecordReader {
   bool next(Record& record);
   // Bytes of the file consumed so far.
   uint64_t bytes_read() const { return consumed_; }
+  // conll: comment lines skipped so far.
+  int64_t comment_lines() const { return comments_; }
 
  private:
   bool next_line(std::string_view& line, uint64_t& offset);
@@ -71,6 +75,7 @@ class RecordReader {
   bool eof_ = false;
   uint64_t consumed_ = 0;
   int64_t line_ = 0;
+  int64_t comments_ = 0;
   std::string text_;   // records and jsonl: the current record's text; conll: its tokens and tags
   std::string fixed_;  // jsonl: the line with ill-formed UTF-8 replaced
   std::string label_;  // jsonl: the current record's label
