@@ -314,7 +314,10 @@ int run(const Options& o) {
   std::unique_ptr<SequenceWriter> writers[kNumSplits];
   for (int s = 0; s < kNumSplits; ++s) {
     paths[s] = (std::filesystem::path(o.output_dir) / cat(kSplitNames[s], ".h5")).string();
-    if (fractions[s] > 0) writers[s] = std::make_unique<SequenceWriter>(paths[s], tok.name(), o.compress, o.task);
+    if (fractions[s] > 0) {
+      writers[s] = std::make_unique<SequenceWriter>(paths[s], tok.name(), o.compress, o.task);
+      if (o.records.format == RecordFormat::conll) writers[s]->set_whole_tokens();
+    }
   }
 
   SplitStats stats[kNumSplits];

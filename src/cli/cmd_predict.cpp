@@ -26,12 +26,25 @@ namespace po = boost::program_options;
 namespace rnn_dist {
 namespace {
 
-// One input record waiting in a batch: its framed ids and, for a tagger, its tokens as text.
+// One input record waiting in a batch: its framed ids and, for a tagger, its tokens as the input has them.
 struct Pending {
   int64_t line = 0;
   std::vector<int32_t> ids;  // <s> ... </s>
   std::vector<std::string> tokens;
 };
+
+// Whitespace-separated runs of text (spaces and tabs), as a CoNLL file gives its tokens one per line.
+std::vector<std::string_view> split_whitespace(std::string_view text) {
+  std::vector<std::string_view> out;
+  for (size_t i = 0; i < text.size();) {
+    while (i < text.size() && (text[i] == ' ' || text[i] == '\t')) ++i;
+    size_t j = i;
+    while (j < text.size() && text[j] != ' ' && text[j] != '\t') ++j;
+    if (j > i) out.push_back(text.substr(i, j - i));
+    i = j;
+  }
+  return out;
+}
 
 // Predicts a batch of records and writes one JSON line per record, in input order.
 class Predictor {
@@ -82,6 +95,10 @@ class Predictor {
       }
       out_ << ",\"tokens\":[";
       for (size_t t = 0; t < batch[i].tokens.size(); ++t) out_ << (t ? "," : "") << json_quote(batch[i].tokens[t]);
+      // Positions of the tokens outside the vocabulary (the model saw <unk> there).
+      out_ << "],\"unknown\":[";
+      for (size_t t = 1, n = 0; t + 1 < batch[i].ids.size(); ++t)
+        if (batch[i].ids[t] == kUnkId) out_ << (n++ ? "," : "") << t - 1;
       std::string tags, probs;
       for (int t = 0; b >= 0 && t < packed.packing.lengths[b]; ++t) {
         const int64_t row = packed.packing.row(t, b);
@@ -142,6 +159,8 @@ int cmd_predict(const Args& args) {
                          "generates text)"));
   const Tokenizer tokenizer(ck.tokenizer, ck.vocab, utf8_replace);
   const bool conll = records.format == RecordFormat::conll;
+  // A model trained on whole tokens (a CoNLL file's) reads raw text cut as those were: at whitespace.
+  const bool whole_tokens = ck.token_split == "whitespace";
   if (conll && tokenizer.kind() != TokenizerKind::word)
     throw InputError(cat("--format conll: ", checkpoint, " reads ", tokenizer.name(),
                          " tokens, a CoNLL file word tokens (use --format lines)"));
@@ -160,13 +179,18 @@ int cmd_predict(const Args& args) {
     Pending p;
     p.line = r.line;
     p.ids.push_back(kBosId);
-    if (conll) {
-      for (std::string_view t : r.tokens) p.ids.push_back(tokenizer.token_id(t)), p.tokens.emplace_back(t);
+    if (conll || whole_tokens) {
+      std::string fixed;
+      std::string_view text = r.text;
+      if (const size_t bad = find_invalid_utf8(text); !conll && bad != std::string_view::npos) {
+        if (!utf8_replace) throw InputError(cat(input, ": invalid UTF-8 at byte offset ", r.offset + bad));
+        text = fixed = replace_invalid_utf8(text);
+      }
+      const std::vector<std::string_view> given = conll ? r.tokens : split_whitespace(text);
+      for (std::string_view t : given) p.ids.push_back(tokenizer.token_id(t)), p.tokens.emplace_back(t);
       unknown += std::count(p.ids.begin(), p.ids.end(), kUnkId);
     } else {
-      unknown += tokenizer.encode(r.text, p.ids, TextSource{input, r.offset});
-      if (task == Task::tag)
-        for (size_t k = 1; k < p.ids.size(); ++k) p.tokens.push_back(tokenizer.decode(std::span(p.ids).subspan(k, 1)));
+      unknown += tokenizer.encode(r.text, p.ids, TextSource{input, r.offset}, task == Task::tag ? &p.tokens : nullptr);
     }
     tokens += static_cast<int64_t>(p.ids.size()) - 1;
     p.ids.push_back(kEosId);

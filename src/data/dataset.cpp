@@ -55,6 +55,11 @@ SequenceFile SequenceFile::open(const std::string& path) {
   s.tokenizer_ = f.read_attr_string("/", "tokenizer");
   if (s.tokenizer_ != "char" && s.tokenizer_ != "byte" && s.tokenizer_ != "word")
     invalid(path, cat("unknown tokenizer '", s.tokenizer_, "'"));
+  if (f.has_attr("/", "token_split")) {
+    s.token_split_ = f.read_attr_string("/", "token_split");
+    if (s.token_split_ != "whitespace" || s.tokenizer_ != "word")
+      invalid(path, cat("token_split '", s.token_split_, "' (only \"whitespace\", for the word tokenizer)"));
+  }
   int64_t vocab_size = f.read_attr_int("/", "vocab_size");
   if (vocab_size < kNumReserved) invalid(path, cat("vocab_size ", vocab_size, " is below ", kNumReserved));
   const char* reserved[] = {"pad_id", "bos_id", "eos_id", "unk_id"};
@@ -265,6 +270,7 @@ void SequenceWriter::finish(const std::vector<std::string>& vocab, const std::ve
     f.write_attr("/", "version", task_ == Task::lm ? int64_t{1} : kFormatVersion);
     if (task_ != Task::lm) f.write_attr("/", "task", std::string(task_name(task_)));
     f.write_attr("/", "tokenizer", tokenizer_);
+    if (!token_split_.empty()) f.write_attr("/", "token_split", token_split_);
     f.write_attr("/", "vocab_size", static_cast<int64_t>(vocab.size()));
     f.write_attr("/", "pad_id", int64_t{kPadId});
     f.write_attr("/", "bos_id", int64_t{kBosId});

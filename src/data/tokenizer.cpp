@@ -264,13 +264,16 @@ Tokenizer Tokenizer::from_file(const SequenceFile& file, bool utf8_replace) {
   }
 }
 
-int64_t Tokenizer::encode(std::string_view text, std::vector<int32_t>& out, const TextSource& src) const {
+int64_t Tokenizer::encode(std::string_view text, std::vector<int32_t>& out, const TextSource& src,
+                          std::vector<std::string>* pieces) const {
   int64_t unk = 0;
   switch (kind_) {
     case TokenizerKind::byte: {
       size_t at = out.size();
       out.resize(at + text.size());
       for (size_t i = 0; i < text.size(); ++i) out[at + i] = kNumReserved + static_cast<unsigned char>(text[i]);
+      if (pieces)
+        for (char c : text) pieces->emplace_back(1, c);
       break;
     }
     case TokenizerKind::chr: {
@@ -283,6 +286,7 @@ int64_t Tokenizer::encode(std::string_view text, std::vector<int32_t>& out, cons
         int32_t id = table[cp];
         unk += id == kUnkId;
         *o++ = id;
+        if (pieces) append_utf8(pieces->emplace_back(), cp);
       });
       out.resize(static_cast<size_t>(o - out.data()));
       break;
@@ -294,6 +298,7 @@ int64_t Tokenizer::encode(std::string_view text, std::vector<int32_t>& out, cons
         int32_t id = it == word_ids_.end() ? kUnkId : it->second;
         unk += id == kUnkId;
         out.push_back(id);
+        if (pieces) pieces->emplace_back(w);
       });
       break;
     }

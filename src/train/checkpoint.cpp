@@ -120,6 +120,7 @@ void write_checkpoint_file(const std::string& path, Model& model, Optimizer& opt
       f.write_strings("/label_vocab", vocab.labels);
     }
     f.write_attr("/", "tokenizer", vocab.tokenizer);
+    if (!vocab.token_split.empty()) f.write_attr("/", "token_split", vocab.token_split);
     f.write_attr("/", "step", pos.step);
     f.write_attr("/", "epoch", pos.epoch);
     f.write_attr("/", "step_in_epoch", pos.step_in_epoch);
@@ -202,6 +203,7 @@ CheckpointData read_checkpoint(const std::string& path, Backend& backend) {
                            d.config.classes));
   }
   d.tokenizer = f.read_attr_string("/", "tokenizer");
+  if (f.has_attr("/", "token_split")) d.token_split = f.read_attr_string("/", "token_split");
   d.vocab = f.read_strings("/vocab");
   if (static_cast<int64_t>(d.vocab.size()) != d.config.vocab)
     throw InputError(cat(path, ": /vocab has ", d.vocab.size(), " entries but vocab_size is ", d.config.vocab));

@@ -99,7 +99,9 @@ class Trainer {
   void save();
   // After a validation: DIR/best.h5 when `objective` improves on the best so far.
   void save_best(double objective);
-  Vocabularies vocabularies() const { return {train_->tokenizer(), train_->vocab(), train_->label_vocab()}; }
+  Vocabularies vocabularies() const {
+    return {train_->tokenizer(), train_->vocab(), train_->label_vocab(), train_->token_split()};
+  }
   // The loss and metrics of a file with the training batching, split across ranks and all-reduced.
   Evaluation evaluate(const SequenceFile& file);
   // `steer`: a validation that picks best.h5 and drives the plateau schedule (one at an epoch's end).

@@ -130,6 +130,23 @@ right=$(paste <(awk 'NF { print $3 }' raw.conll) <(sed 's/.*"tags":\[\([^]]*\)\]
 total=$(awk 'NF' raw.conll | wc -l)
 [ "$got" = "$want" ] && [ "$right" -ge $((total * 9 / 10)) ] && ok "predict --format conll: a tag per token ($right of $total right)" \
   || bad "predict conll: tags per sentence '$got' vs '$want', $right of $total right"
+# A tagger trained on CoNLL tokens cuts raw lines as those were, at whitespace ("U.S." and a date stay
+# one token each, as in its training file), echoes every token as the input has it (an unknown one too,
+# listed in "unknown"), and tags the line as the same sentence in CoNLL.
+awk 'BEGIN { srand(8); for (i = 0; i < 300; i++) { print "in X O"; print (i % 2 ? "U.S." : "acme") " X B-LOC"
+  print "on X O"; print "2026-12-0" (i % 9) " X B-DATE"; print "" } }' > punct.conll
+"$BUILD/rnn_prep" --format conll --input punct.conll --output-dir punct > /dev/null || bad "rnn_prep punct.conll"
+"$BUILD/rnn_dist" train --train punct/train.h5 --embed 8 --hidden 16 --epochs 3 --max-steps 40 --batch-size 16 --lr 0.02 \
+  --checkpoint-dir pk > /dev/null 2>&1 || bad "train the punct tagger"
+printf 'in U.S. on 2026-12-09\n' > punct.txt
+printf 'in\nU.S.\non\n2026-12-09\n' > punct1.conll
+"$BUILD/rnn_dist" predict --checkpoint pk/step-00000040.h5 --input punct.txt --output pl.jsonl --device cpu > /dev/null 2> err \
+  && "$BUILD/rnn_dist" predict --checkpoint pk/step-00000040.h5 --input punct1.conll --format conll --output pc.jsonl \
+       --device cpu > /dev/null 2>> err \
+  && grep -q '"tokens":\["in","U.S.","on","2026-12-09"\],"unknown":\[3\],"tags":\["O","B-LOC","O","B-DATE"\]' pl.jsonl \
+  && [ "$(sed 's/"line":[0-9]*,//' pl.jsonl)" = "$(sed 's/"line":[0-9]*,//' pc.jsonl)" ] \
+  && ok "predict --format lines on a CoNLL tagger: whitespace tokens as the input has them, the unknown one listed, as CoNLL" \
+  || bad "predict lines vs CoNLL tokens: $(cat err) $(cat pl.jsonl pc.jsonl)"
 printf 'good\n\377bad\n' > badutf.txt
 "$BUILD/rnn_dist" predict --checkpoint cb/best.h5 --input badutf.txt --output badpred.jsonl --device cpu > out 2> err
 [ $? -eq 2 ] && [ "$(wc -l < err)" -eq 1 ] && grep -q "badutf.txt: invalid UTF-8 at byte offset 5" err && [ ! -e badpred.jsonl ] \

@@ -34,6 +34,9 @@ class SequenceFile {
 
   const std::string& path() const { return file_.path(); }
   const std::string& tokenizer() const { return tokenizer_; }
+  // How the text was cut into tokens: "" by the tokenizer, "whitespace" when the tokens were given whole
+  // (a CoNLL file's, one per line), which is how raw text for the model must be cut too.
+  const std::string& token_split() const { return token_split_; }
   int64_t vocab_size() const { return static_cast<int64_t>(vocab_.size()); }
   const std::vector<std::string>& vocab() const { return vocab_; }
   int64_t num_sequences() const { return static_cast<int64_t>(offsets_.size()) - 1; }
@@ -65,7 +68,7 @@ class SequenceFile {
  private:
   explicit SequenceFile(h5::File f) : file_(std::move(f)) {}
   h5::File file_;
-  std::string tokenizer_;
+  std::string tokenizer_, token_split_;
   std::vector<std::string> vocab_, label_vocab_;
   std::vector<int64_t> offsets_;
   Task task_ = Task::lm;
@@ -90,11 +93,13 @@ class SequenceWriter {
   int64_t num_sequences() const { return static_cast<int64_t>(lengths_.size()); }
   int64_t num_tokens() const { return num_tokens_; }
   const std::vector<int64_t>& lengths() const { return lengths_; }
+  // The tokens were given whole (SequenceFile::token_split() "whitespace").
+  void set_whole_tokens() { token_split_ = "whitespace"; }
   // label_vocab: the labels or tags by id (classify and tag).
   void finish(const std::vector<std::string>& vocab, const std::vector<std::string>& label_vocab = {});
 
  private:
-  std::string path_, tokenizer_;
+  std::string path_, tokenizer_, token_split_;
   int deflate_level_;
   Task task_;
   TokenSpool spool_;

@@ -68,7 +68,10 @@ class Tokenizer {
 
   // Appends the ids of text (without <s> and </s>) to out and returns how many of them are <unk>.
   // Ill-formed UTF-8 (char and word) throws InputError "<src.name>: invalid UTF-8 at byte offset N".
-  int64_t encode(std::string_view text, std::vector<int32_t>& out, const TextSource& src = {}) const;
+  // pieces (may be null) receives each token's own text, an unknown one's too (U+FFFD where ill-formed
+  // UTF-8 was replaced).
+  int64_t encode(std::string_view text, std::vector<int32_t>& out, const TextSource& src = {},
+                 std::vector<std::string>* pieces = nullptr) const;
   std::vector<int32_t> encode(std::string_view text) const;
   // word: the id of one token given whole (a token of a CoNLL file), or <unk>; not split further.
   int32_t token_id(std::string_view token) const;
