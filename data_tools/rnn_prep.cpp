@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -274,6 +275,16 @@ struct SplitStats {
 
 int run(const Options& o) {
   for (const auto& path : o.inputs) RecordReader check(path, o.records);  // fail on a missing input up front
+  // With --label-from-file a base name is a class: two files of one name would merge their classes.
+  if (o.label_from_file) {
+    std::map<std::string, std::string> seen;
+    for (const auto& path : o.inputs) {
+      const auto [it, fresh] = seen.emplace(std::filesystem::path(path).filename().string(), path);
+      if (!fresh && !std::filesystem::equivalent(it->second, path))
+        throw InputError(cat("--label-from-file: ", it->second, " and ", path, " have the same base name '", it->first,
+                             "', which names their class: rename one"));
+    }
+  }
   std::error_code ec;
   std::filesystem::create_directories(o.output_dir, ec);
   if (ec) throw InputError(cat(o.output_dir, ": cannot create the output directory: ", ec.message()));
@@ -300,6 +311,11 @@ int run(const Options& o) {
   for (size_t id = 0; id < label_vocab.size(); ++id) label_ids.emplace(label_vocab[id], static_cast<int32_t>(id));
   if (o.task != Task::lm && label_vocab.empty())
     throw InputError(cat("--input: the training split has no ", o.task == Task::tag ? "tags" : "labels"));
+  // One class trains to loss 0 and accuracy 1, which says nothing.
+  if (o.task != Task::lm && label_vocab.size() == 1)
+    throw InputError(cat("--input: the training split has one ", o.task == Task::tag ? "tag" : "label", " ('",
+                         label_vocab[0], "'): a ", o.task == Task::tag ? "tagger" : "classifier",
+                         " needs two or more to learn anything"));
   // The id of a label or tag, which the training split must have (the model has one output per id).
   auto label_id = [&](std::string_view label, const TextSource& src, int64_t line) {
     auto it = label_ids.find(label);

@@ -188,9 +188,9 @@ rc=0
 check "tsv: task classify, 3 labels" test "$rc:$(grep -c '^labels: *3 (l0, l1, l2)' tsv.sum)" = "0:1"
 check "tsv: info counts the labels" grep -q "labels:     3: l0 [0-9]* l1 [0-9]* l2 [0-9]*" <("${INFO[@]}" tsvout/train.h5)
 check "tsv: valid.h5 is a classify file too" grep -q "task:       classify" <("${INFO[@]}" tsvout/valid.h5)
-printf 'a\tx\nb\ty\n' > trainlabels.tsv
+printf 'a\tx\nb\ty\na\tz\nb\tw\nc\tv\n' > trainlabels.tsv  # seed 4 puts 'c' alone in the validation split
 rc=0
-"$PREP" --input trainlabels.tsv --output-dir unseen --format tsv --valid-fraction 0.5 --seed 1 > /dev/null 2> err.txt || rc=$?
+"$PREP" --input trainlabels.tsv --output-dir unseen --format tsv --valid-fraction 0.4 --seed 4 > /dev/null 2> err.txt || rc=$?
 check "a label seen only outside the training split -> exit 2 naming it" \
   test "$rc:$(grep -c "label '.' is not among the training split's" err.txt)" = "2:1"
 printf '{"text": "up", "stars": 5}\n{"text": "down", "stars": 1}\n' > stars.jsonl
@@ -204,6 +204,20 @@ check "--label-from-file: the files' base names are the labels" grep -q "^labels
 rc=0
 "$PREP" --input labelled.tsv --output-dir x --format tsv --label-from-file > /dev/null 2> err.txt || rc=$?
 check "--label-from-file with tsv -> exit 2" test "$rc:$(grep -c 'label-from-file' err.txt)" = "2:1"
+# One class is refused: one --label-from-file input, two inputs of one base name (also an error naming
+# both files), a tsv with one label.
+mkdir -p other && printf 'four\n' > other/alpha
+rc=0
+"$PREP" --input classes/alpha --output-dir one --label-from-file > /dev/null 2> err.txt || rc=$?
+check "one --label-from-file input -> exit 2, one label" test "$rc:$(grep -c "has one label ('alpha'): a classifier needs two" err.txt)" = "2:1"
+rc=0
+"$PREP" --input classes/alpha other/alpha classes/beta --output-dir same --label-from-file > /dev/null 2> err.txt || rc=$?
+check "two inputs of one base name -> exit 2 naming both" \
+  test "$rc:$(grep -c "classes/alpha and other/alpha have the same base name 'alpha'" err.txt)" = "2:1"
+printf 'x\tone text\nx\tanother\n' > onelabel.tsv
+rc=0
+"$PREP" --input onelabel.tsv --output-dir onel --format tsv --valid-fraction 0 > /dev/null 2> err.txt || rc=$?
+check "a tsv with one label -> exit 2" test "$rc:$(grep -c "has one label ('x')" err.txt)" = "2:1"
 
 # Tagging data: CoNLL, a tag per token; the tokens are the file's own (word vocabulary).
 printf -- '-DOCSTART- O\n\nEU B-ORG\nrejects O\nU.S. B-LOC\n\nPeter B-PER\nBlackburn I-PER\n\n' > ner.conll
