@@ -60,6 +60,32 @@ TEST(Evaluation, ScoresFromTheConfusionMatrix) {
   EXPECT_EQ(ev.line().rfind("loss 0.4000 accuracy 0.7273 macro_f1 ", 0), 0u) << ev.line();
 }
 
+// Many classes: the confusion matrix (classes^2 numbers) only when asked for above kConfusionMax classes,
+// in the table and in JSON; the table's rows the largest classes by support, then a line for the rest.
+TEST(Evaluation, ManyClassesKeepTheReportSmall) {
+  const int C = 40;
+  std::vector<std::string> labels;
+  for (int c = 0; c < C; ++c) labels.push_back(cat("k", c));
+  Evaluation ev(Task::classify, labels);
+  std::vector<double>& s = ev.sums();
+  ASSERT_EQ(s.size(), 2u + size_t(C) * C);
+  s[0] = 1, s[1] = 0;
+  for (int c = 0; c < C; ++c) s[2 + size_t(c) * C + c] = c, s[1] += c;  // class c: support c, all right
+  const std::string json = ev.json_members(true), full = ev.json_members(true, true);
+  EXPECT_EQ(json.find("\"confusion\""), std::string::npos);
+  EXPECT_NE(json.find("\"k39\":{\"precision\":1"), std::string::npos) << "every class's scores stay";
+  EXPECT_NE(full.find("\"confusion\":[["), std::string::npos);
+  const std::string table = ev.table(3, false);
+  EXPECT_NE(table.find("k39"), std::string::npos);
+  EXPECT_NE(table.find("k37"), std::string::npos);
+  EXPECT_EQ(table.find("k36 "), std::string::npos) << table;
+  EXPECT_LT(table.find("k39"), table.find("k38")) << "largest first";
+  EXPECT_NE(table.find("(37 smaller classes not shown: --classes 0 shows all)"), std::string::npos) << table;
+  EXPECT_NE(table.find("(no confusion matrix for 40 classes: --confusion prints it)"), std::string::npos);
+  EXPECT_NE(ev.table(0, true).find("confusion (rows: true"), std::string::npos);
+  EXPECT_NE(ev.table(0, true).find("k0 "), std::string::npos) << "--classes 0: every class";
+}
+
 // A tagger's evaluation over a batch: one inference pass whose loss is Model::evaluate's, every token
 // counted once in the confusion matrix, and as many true entities as the tags hold.
 TEST(Evaluation, TaggerPassMatchesTheModel) {

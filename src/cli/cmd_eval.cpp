@@ -57,8 +57,8 @@ void write_log_probs(std::ostream& out, Model& model, const Batch& batch, int64_
 
 int cmd_eval(const Args& args) {
   std::string checkpoint, data_path, log_probs_path;
-  bool json = false, quiet = false;
-  int threads = 1;
+  bool json = false, quiet = false, confusion = false;
+  int threads = 1, class_rows = Evaluation::kConfusionMax;
   std::string device = "auto";
   BatchingConfig batching;
   po::options_description desc("rnn_dist eval options");
@@ -73,6 +73,8 @@ int cmd_eval(const Args& args) {
       ("device", po::value(&device)->default_value("auto"), "auto (a GPU when there is one, else the CPU), cpu or cuda")
       ("json", po::bool_switch(&json), "standard output is one JSON object (for a classifier or tagger with the per-class scores and the confusion matrix); the text report goes to stderr")
       ("quiet,q", po::bool_switch(&quiet), "no progress line on stderr (sequences done of the file's, rate, ETA)")
+      ("classes", po::value(&class_rows)->default_value(Evaluation::kConfusionMax), "classify and tag: rows of the per-class table, the largest classes (by support) first; 0 shows all")
+      ("confusion", po::bool_switch(&confusion), "print the confusion matrix (and put it in --json) above 30 classes too")
       ("log-probs", po::value(&log_probs_path),
        "also write FILE.jsonl: per sequence, in file order, the log-probability of every target (a language "
        "model's next tokens, a tagger's tags) or of every class (a classifier); batches hold rows x outputs floats, "
@@ -81,6 +83,7 @@ int cmd_eval(const Args& args) {
   if (!parse_command(args, desc, "usage: rnn_dist eval --checkpoint FILE --data FILE.h5 [--json]")) return 0;
   if (batching.batch_size < 1) throw InputError("--batch-size must be at least 1");
   if (batching.batch_tokens < 0) throw InputError("--batch-tokens must not be negative");
+  if (class_rows < 0) throw InputError("--classes must not be negative (0 shows all)");
   refuse_output_over_inputs({"--log-probs", log_probs_path}, {{"--checkpoint", checkpoint}, {"--data", data_path}});
   if (json && log_probs_path == "-") throw InputError("--json and --log-probs -: both would be standard output");
   // Standard output holds the result alone: the JSON object, or the log-probabilities.
@@ -134,9 +137,9 @@ int cmd_eval(const Args& args) {
     return 0;
   }
   const char* counted = task == Task::classify ? "sequences" : "tokens";
-  report << ev.line() << "  " << counted << " " << units << "\n" << ev.table() << std::flush;
+  report << ev.line() << "  " << counted << " " << units << "\n" << ev.table(class_rows, confusion) << std::flush;
   if (json)
-    std::cout << "{\"task\":\"" << task_name(task) << "\"" << ev.json_members(true) << ",\"" << counted << "\":" << units
+    std::cout << "{\"task\":\"" << task_name(task) << "\"" << ev.json_members(true, confusion) << ",\"" << counted << "\":" << units
               << "}\n";
   return 0;
 }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <iomanip>
+#include <numeric>
 #include <sstream>
 
 #include "rnn_dist/util/error.h"
@@ -152,7 +153,7 @@ std::string Evaluation::line() const {
   return o.str();
 }
 
-std::string Evaluation::json_members(bool full) const {
+std::string Evaluation::json_members(bool full, bool confusion) const {
   std::ostringstream o;
   o << ",\"loss\":" << shortest(loss());
   if (task_ == Task::lm) return o.str();
@@ -167,37 +168,53 @@ std::string Evaluation::json_members(bool full) const {
   for (int c = 0; c < classes(); ++c) o << (c ? "," : "") << json_quote(labels_[c]);
   o << "],\"per_class\":{";
   for (int c = 0; c < classes(); ++c) o << (c ? "," : "") << json_quote(labels_[c]) << ":" << scores(class_scores(c));
-  o << "},\"confusion\":[";
+  o << "}";
+  if (!confusion && classes() > kConfusionMax) return o.str();
+  o << ",\"confusion\":[";
   for (int t = 0; t < classes(); ++t) {
     o << (t ? "," : "") << "[";
-    for (int p = 0; p < classes(); ++p) o << (p ? "," : "") << int64_t(confusion(t, p));
+    for (int p = 0; p < classes(); ++p) o << (p ? "," : "") << int64_t(this->confusion(t, p));
     o << "]";
   }
   o << "]";
   return o.str();
 }
 
-std::string Evaluation::table() const {
+std::string Evaluation::table(int rows, bool confusion) const {
   if (task_ == Task::lm) return "";
   size_t w = 8;  // "entities"
   for (const std::string& l : labels_) w = std::max(w, l.size());
   std::ostringstream o;
   o << std::left << std::setw(int(w)) << "class" << std::right << "  precision     recall         f1    support\n";
-  for (int c = 0; c < classes(); ++c) {
+  // The classes by support, largest first (ties in label order), as many as `rows` allows.
+  std::vector<int> order(static_cast<size_t>(classes()));
+  std::iota(order.begin(), order.end(), 0);
+  if (rows > 0 && rows < classes())
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int a, int b) { return class_scores(a).support > class_scores(b).support; });
+  const int shown = rows > 0 ? std::min(rows, classes()) : classes();
+  for (int k = 0; k < shown; ++k) {
+    const int c = order[static_cast<size_t>(k)];
     const ClassScores s = class_scores(c);
     o << std::left << std::setw(int(w)) << labels_[c] << std::right << std::fixed << std::setprecision(4)
       << std::setw(11) << s.precision << std::setw(11) << s.recall << std::setw(11) << s.f1 << std::setw(11)
       << int64_t(s.support) << "\n";
   }
+  if (shown < classes())
+    o << "(" << classes() - shown << " smaller classes not shown: --classes 0 shows all)\n";
   if (bio_) {
     const ClassScores s = entity_scores();
     o << std::left << std::setw(int(w)) << "entities" << std::right << std::setw(11) << s.precision << std::setw(11)
       << s.recall << std::setw(11) << s.f1 << std::setw(11) << int64_t(s.support) << "\n";
   }
-  o << "confusion (rows: true, columns: predicted, in the order above)\n";
+  if (!confusion && classes() > kConfusionMax) {
+    o << "(no confusion matrix for " << classes() << " classes: --confusion prints it)\n";
+    return o.str();
+  }
+  o << "confusion (rows: true, columns: predicted, in label order)\n";
   for (int t = 0; t < classes(); ++t) {
     o << std::left << std::setw(int(w)) << labels_[t] << std::right;
-    for (int p = 0; p < classes(); ++p) o << " " << std::setw(8) << int64_t(confusion(t, p));
+    for (int p = 0; p < classes(); ++p) o << " " << std::setw(8) << int64_t(this->confusion(t, p));
     o << "\n";
   }
   return o.str();

@@ -58,9 +58,13 @@ class Evaluation {
   // One line of metrics for logs ("loss 0.3121 accuracy 0.9120 macro_f1 0.8790") and the same as JSON
   // members (",\"loss\":...,\"accuracy\":..."); full() adds the per-class scores, the confusion matrix
   // and the entity scores (for `rnn_dist eval`).
+  // With many classes the matrix is classes^2 numbers (1,000 classes: 11 MB of text): it is left out
+  // above kConfusionMax classes unless `confusion`, and the table shows at most `rows` classes (0: all),
+  // the largest (by support) first, then a line counting the rest.
+  static constexpr int kConfusionMax = 30;
   std::string line() const;
-  std::string json_members(bool full) const;
-  std::string table() const;  // per-class scores and the confusion matrix, for humans
+  std::string json_members(bool full, bool confusion = false) const;
+  std::string table(int rows = kConfusionMax, bool confusion = false) const;  // for humans
 
  private:
   Task task_;
