@@ -15,6 +15,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -199,6 +200,45 @@ double input_bytes(const Options& o) {
   return total;
 }
 
+// A classification label as the model names its class: surrounding ASCII whitespace and a leading UTF-8
+// byte-order mark stripped (they would make look-alike classes); control characters (a tab, a newline)
+// are refused, since they break every table and file that lists the labels.
+std::string_view clean_label(std::string_view label, const std::string& path, int64_t line) {
+  if (label.starts_with("\xEF\xBB\xBF")) label.remove_prefix(3);
+  auto space = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f'; };
+  while (!label.empty() && space(label.front())) label.remove_prefix(1);
+  while (!label.empty() && space(label.back())) label.remove_suffix(1);
+  if (label.empty()) throw InputError(cat(path, ": line ", line, ": the label is empty (or only whitespace)"));
+  for (unsigned char c : label)
+    if (c < 0x20 || c == 0x7f)
+      throw InputError(cat(path, ": line ", line, ": the label holds control character 0x", std::hex, int(c),
+                           std::dec, ", which no label may"));
+  return label;
+}
+
+// Labels that are all integers ("-1", "10", "2") in numeric order; others as they are (sorted as text).
+void sort_numeric_labels(std::vector<std::string>& labels) {
+  auto integer = [](const std::string& s) {
+    const size_t digits = s.size() - (s[0] == '-' || s[0] == '+');
+    return digits > 0 && std::all_of(s.end() - static_cast<std::ptrdiff_t>(digits), s.end(),
+                                     [](char c) { return c >= '0' && c <= '9'; });
+  };
+  if (labels.empty() || !std::all_of(labels.begin(), labels.end(), integer)) return;
+  auto key = [](const std::string& s) {
+    const bool negative = s[0] == '-';
+    std::string_view mag = std::string_view(s).substr(s[0] == '-' || s[0] == '+');
+    while (mag.size() > 1 && mag[0] == '0') mag.remove_prefix(1);
+    return std::make_tuple(negative, mag.size(), mag);
+  };
+  std::stable_sort(labels.begin(), labels.end(), [&](const std::string& a, const std::string& b) {
+    const auto [na, la, ma] = key(a);
+    const auto [nb, lb, mb] = key(b);
+    if (na != nb) return na;                                   // negatives first
+    if (la != lb) return na ? la > lb : la < lb;               // by magnitude's length
+    return na ? ma > mb : ma < mb;                             // then its digits
+  });
+}
+
 // What a pass over the inputs read: bytes, and CoNLL comment lines skipped.
 struct Read {
   uint64_t bytes = 0;
@@ -218,7 +258,8 @@ Read for_each_record(const Options& o, const char* what, F&& f) {
     const std::string file_label = std::filesystem::path(path).filename().string();
     Record r;
     while (reader.next(r)) {
-      const std::string_view label = o.label_from_file ? std::string_view(file_label) : r.label;
+      std::string_view label = o.label_from_file ? std::string_view(file_label) : r.label;
+      if (o.task == Task::classify) label = clean_label(label, path, r.line);
       f(r, TextSource{path, r.offset}, split_of(o, index++), label);
       progress.update(static_cast<double>(bytes + reader.bytes_read()));
     }
@@ -264,7 +305,9 @@ Vocabularies make_vocabularies(const Options& o) {
       }
     });
   std::vector<std::string> vocab = kind == TokenizerKind::byte ? byte_vocab() : counter.vocab(o.min_count, o.max_vocab);
-  return {Tokenizer(o.tokenizer, std::move(vocab), replace), {labels.begin(), labels.end()}};
+  std::vector<std::string> label_vocab(labels.begin(), labels.end());
+  if (o.task == Task::classify) sort_numeric_labels(label_vocab);
+  return {Tokenizer(o.tokenizer, std::move(vocab), replace), std::move(label_vocab)};
 }
 
 struct SplitStats {

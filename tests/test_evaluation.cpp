@@ -6,10 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "rnn_dist/backends/make_backend.h"
+#include "rnn_dist/data/tokenizer.h"
 #include "rnn_dist/util/error.h"
 #include "rnn_dist/util/json.h"
 
@@ -84,6 +86,22 @@ TEST(Evaluation, ManyClassesKeepTheReportSmall) {
   EXPECT_NE(table.find("(no confusion matrix for 40 classes: --confusion prints it)"), std::string::npos);
   EXPECT_NE(ev.table(0, true).find("confusion (rows: true"), std::string::npos);
   EXPECT_NE(ev.table(0, true).find("k0 "), std::string::npos) << "--classes 0: every class";
+}
+
+// Labels of every script line up: the table pads by the columns a terminal shows, not by bytes.
+TEST(Evaluation, TablePadsByDisplayWidth) {
+  Evaluation ev(Task::classify, {"abc", "\xC3\xA4", "\xE6\x97\xA5\xE6\x9C\xAC"});  // abc, ä, 日本
+  std::vector<double>& s = ev.sums();
+  s[0] = 1, s[1] = 3;
+  for (int c = 0; c < 3; ++c) s[2 + size_t(c) * 3 + c] = 1;
+  std::istringstream lines(ev.table());
+  std::string line;
+  std::vector<size_t> columns;  // where each per-class row's first number starts, in display columns
+  for (int k = 0; k < 4 && std::getline(lines, line); ++k)
+    if (k > 0) columns.push_back(display_width(line.substr(0, line.find("1.0000"))));
+  ASSERT_EQ(columns.size(), 3u);
+  EXPECT_EQ(columns[0], columns[1]) << ev.table();
+  EXPECT_EQ(columns[0], columns[2]) << ev.table();
 }
 
 // A tagger's evaluation over a batch: one inference pass whose loss is Model::evaluate's, every token

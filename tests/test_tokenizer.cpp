@@ -95,6 +95,16 @@ TEST(tokenizer_utf8, FindsEachKindOfIllFormedSequence) {
   for (const auto& c : cases) EXPECT_EQ(find_invalid_utf8(c.text), c.at) << c.text;
 }
 
+TEST(tokenizer_utf8, DisplayWidthCountsTerminalColumns) {
+  EXPECT_EQ(display_width(""), 0u);
+  EXPECT_EQ(display_width("abc"), 3u);
+  EXPECT_EQ(display_width("\xC3\xA4"), 1u);                  // ä, 2 bytes
+  EXPECT_EQ(display_width("a\xCC\x88"), 1u);                 // a + combining diaeresis
+  EXPECT_EQ(display_width("\xE6\x97\xA5\xE6\x9C\xAC"), 4u);  // 日本: wide
+  EXPECT_EQ(display_width("\xEF\xBC\xA1"), 2u);              // fullwidth A
+  EXPECT_EQ(display_width("\xFF"), 1u);                       // an ill-formed byte
+}
+
 TEST(tokenizer_utf8, ReplacesMaximalSubpartsWithUFFFD) {
   const std::string r = "\xEF\xBF\xBD";
   EXPECT_EQ(replace_invalid_utf8("a\x80"

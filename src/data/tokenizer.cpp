@@ -176,6 +176,20 @@ size_t find_invalid_utf8(std::string_view s) {
   return std::string_view::npos;
 }
 
+size_t display_width(std::string_view s) {
+  size_t width = 0;
+  for (size_t i = 0; i < s.size();) {
+    int32_t cp = 0;
+    i += decode_utf8(s, i, cp);
+    const bool zero = (cp >= 0x300 && cp <= 0x36F) || (cp >= 0x200B && cp <= 0x200F) || (cp >= 0xFE00 && cp <= 0xFE0F);
+    const bool wide = (cp >= 0x1100 && cp <= 0x115F) || (cp >= 0x2E80 && cp <= 0xA4CF) || (cp >= 0xAC00 && cp <= 0xD7A3) ||
+                      (cp >= 0xF900 && cp <= 0xFAFF) || (cp >= 0xFE30 && cp <= 0xFE4F) || (cp >= 0xFF00 && cp <= 0xFF60) ||
+                      (cp >= 0xFFE0 && cp <= 0xFFE6) || (cp >= 0x1F300 && cp <= 0x1FAFF) || (cp >= 0x20000 && cp <= 0x3FFFD);
+    width += zero ? 0 : wide ? 2 : 1;
+  }
+  return width;
+}
+
 std::string replace_invalid_utf8(std::string_view s) {
   std::string out;
   out.reserve(s.size() + 16);

@@ -6,6 +6,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "rnn_dist/data/tokenizer.h"
 #include "rnn_dist/util/error.h"
 #include "rnn_dist/util/json.h"
 #include "rnn_dist/util/number.h"
@@ -183,9 +184,11 @@ std::string Evaluation::json_members(bool full, bool confusion) const {
 std::string Evaluation::table(int rows, bool confusion) const {
   if (task_ == Task::lm) return "";
   size_t w = 8;  // "entities"
-  for (const std::string& l : labels_) w = std::max(w, l.size());
+  for (const std::string& l : labels_) w = std::max(w, display_width(l));
+  // Padded by the columns a terminal shows, not by bytes: non-ASCII labels line up too.
+  auto label = [&](const std::string& l) { return l + std::string(w - std::min(w, display_width(l)), ' '); };
   std::ostringstream o;
-  o << std::left << std::setw(int(w)) << "class" << std::right << "  precision     recall         f1    support\n";
+  o << label("class") << "  precision     recall         f1    support\n";
   // The classes by support, largest first (ties in label order), as many as `rows` allows.
   std::vector<int> order(static_cast<size_t>(classes()));
   std::iota(order.begin(), order.end(), 0);
@@ -196,7 +199,7 @@ std::string Evaluation::table(int rows, bool confusion) const {
   for (int k = 0; k < shown; ++k) {
     const int c = order[static_cast<size_t>(k)];
     const ClassScores s = class_scores(c);
-    o << std::left << std::setw(int(w)) << labels_[c] << std::right << std::fixed << std::setprecision(4)
+    o << label(labels_[c]) << std::fixed << std::setprecision(4)
       << std::setw(11) << s.precision << std::setw(11) << s.recall << std::setw(11) << s.f1 << std::setw(11)
       << int64_t(s.support) << "\n";
   }
@@ -204,7 +207,7 @@ std::string Evaluation::table(int rows, bool confusion) const {
     o << "(" << classes() - shown << " smaller classes not shown: --classes 0 shows all)\n";
   if (bio_) {
     const ClassScores s = entity_scores();
-    o << std::left << std::setw(int(w)) << "entities" << std::right << std::setw(11) << s.precision << std::setw(11)
+    o << label("entities") << std::setw(11) << s.precision << std::setw(11)
       << s.recall << std::setw(11) << s.f1 << std::setw(11) << int64_t(s.support) << "\n";
   }
   if (!confusion && classes() > kConfusionMax) {
@@ -213,7 +216,7 @@ std::string Evaluation::table(int rows, bool confusion) const {
   }
   o << "confusion (rows: true, columns: predicted, in label order)\n";
   for (int t = 0; t < classes(); ++t) {
-    o << std::left << std::setw(int(w)) << labels_[t] << std::right;
+    o << label(labels_[t]);
     for (int p = 0; p < classes(); ++p) o << " " << std::setw(8) << int64_t(this->confusion(t, p));
     o << "\n";
   }

@@ -214,6 +214,18 @@ rc=0
 "$PREP" --input classes/alpha other/alpha classes/beta --output-dir same --label-from-file > /dev/null 2> err.txt || rc=$?
 check "two inputs of one base name -> exit 2 naming both" \
   test "$rc:$(grep -c "classes/alpha and other/alpha have the same base name 'alpha'" err.txt)" = "2:1"
+# Labels: surrounding whitespace and a byte-order mark stripped (no look-alike classes), control
+# characters refused with the line, integer labels in numeric order.
+printf 'pos \tgood\n\xEF\xBB\xBFpos\tfine\nneg\tbad\n pos\tnice\n' > spaced.tsv
+"$PREP" --input spaced.tsv --output-dir spaced --format tsv --tokenizer word --valid-fraction 0 > spaced.sum 2> err.txt
+check "labels stripped of whitespace and a BOM: 2 classes" grep -q "^labels: *2 (neg, pos)" spaced.sum
+printf '{"text": "a", "y": "x\\ty"}\n{"text": "b", "y": "z"}\n' > ctl.jsonl
+rc=0
+"$PREP" --input ctl.jsonl --output-dir ctl --format jsonl --label-field y > /dev/null 2> err.txt || rc=$?
+check "a label with a tab -> exit 2 naming the line" test "$rc:$(grep -c 'ctl.jsonl: line 1: the label holds control character 0x9' err.txt)" = "2:1"
+printf '1\ta\n10\tb\n2\tc\n-1\td\n' > numeric.tsv
+"$PREP" --input numeric.tsv --output-dir numeric --format tsv --valid-fraction 0 > numeric.sum 2> err.txt
+check "integer labels in numeric order" grep -q "^labels: *4 (-1, 1, 2, 10)" numeric.sum
 printf 'x\tone text\nx\tanother\n' > onelabel.tsv
 rc=0
 "$PREP" --input onelabel.tsv --output-dir onel --format tsv --valid-fraction 0 > /dev/null 2> err.txt || rc=$?

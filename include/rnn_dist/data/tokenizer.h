@@ -34,6 +34,9 @@ size_t find_invalid_utf8(std::string_view s);
 // s with every maximal ill-formed subpart replaced by U+FFFD.
 std::string replace_invalid_utf8(std::string_view s);
 void append_utf8(std::string& out, char32_t cp);
+// Columns a terminal gives UTF-8 text: 2 for East Asian wide and fullwidth characters, 0 for combining
+// marks and zero-width characters, 1 otherwise (an ill-formed byte too), for aligning tables.
+size_t display_width(std::string_view s);
 
 // Where a text came from, for error messages: "<name>: invalid UTF-8 at byte offset <offset + position>".
 struct TextSource {
