@@ -42,6 +42,17 @@ size=$(od -An -tu1 -j16 -N8 curves.png 2> /dev/null | awk '{ print $1*16777216 +
   && ok "three runs (two appended in one file) in one ${size} PNG of $(stat -c %s curves.png) bytes" \
   || bad "plot: rc $rc, size '$size': $(cat out err)"
 
+# The smoothed training loss does not lag: a straight line stays itself, alternating noise is averaged out.
+"$PY" - "$PLOT" <<'PY' && ok "smoothing: centred, no lag on a straight line, noise averaged" || bad "smoothing"
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("plot_metrics", sys.argv[1])
+p = importlib.util.module_from_spec(spec); spec.loader.exec_module(p)
+line = [10 - 0.1 * i for i in range(200)]
+assert all(abs(a - b) < 1e-9 for a, b in zip(p.smooth(line), line))
+noisy = [(-1) ** i for i in range(200)]
+assert max(abs(v) for v in p.smooth(noisy)[20:-20]) < 0.1
+PY
+
 { head -3 lm.jsonl; echo "not json"; } > broken.jsonl
 "$PY" "$PLOT" --metrics broken.jsonl --output bad.png > out 2> err
 rc=$?
