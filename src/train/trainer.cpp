@@ -65,6 +65,27 @@ struct StepTotals {
   }
 };
 
+// Under Open MPI's mpirun across nodes, a node that drops off the network is noticed only by the TCP
+// keepalive of its daemon's connection, and only if that comes before --comm-timeout: once a rank's
+// watchdog has ended it, mpirun's abort message to the lost daemon waits in a send queue where keepalive
+// does not apply (Linux gives up after about 15 minutes). The line that says so, with settings that fit
+// (detection in 3/4 of --comm-timeout), or "" when they already do or another launcher runs the job.
+std::string keepalive_warning(double comm_timeout) {
+  auto env = [](const char* name) -> const char* { const char* v = std::getenv(name); return v && *v ? v : nullptr; };
+  const char* nodes = env("OMPI_MCA_orte_num_nodes");
+  if (!env("OMPI_MCA_orte_hnp_uri") || !nodes || std::atoi(nodes) < 2) return "";
+  const char *time = env("OMPI_MCA_oob_tcp_keepalive_time"), *intvl = env("OMPI_MCA_oob_tcp_keepalive_intvl"),
+             *probes = env("OMPI_MCA_oob_tcp_keepalive_probes");
+  const double detection = time && intvl && probes ? std::atof(time) + std::atof(intvl) * std::atof(probes) : -1;
+  if (detection > 0 && detection < comm_timeout) return "";
+  const int t = std::max(1, int(comm_timeout / 2)), p = std::max(1, int(comm_timeout / 4));
+  return cat("warning: mpirun across ", nodes, " nodes with --comm-timeout ", comm_timeout, " s, but Open MPI's TCP keepalive ",
+             detection > 0 ? cat("notices a lost node only after ", detection, " s") : std::string("is not set"),
+             ": a node that drops off the network would leave mpirun waiting for minutes after every rank has "
+             "ended; export OMPI_MCA_oob_tcp_keepalive_time=", t, " OMPI_MCA_oob_tcp_keepalive_intvl=1 "
+             "OMPI_MCA_oob_tcp_keepalive_probes=", p, " before mpirun (", t + p, " s), or raise --comm-timeout (jobs/README.md)");
+}
+
 // How much longer than --comm-timeout the other ranks wait for rank 0 to write a checkpoint.
 constexpr double kCheckpointWriteAllowance = 600;
 // The exit status of a run that finished, but with steps skipped or its metrics incomplete (0: neither;
@@ -326,6 +347,8 @@ void Trainer::check_ranks_agree() {
 }
 
 void Trainer::connect() {
+  if (lead_)
+    if (const std::string w = keepalive_warning(c_.comm_timeout); !w.empty()) std::cerr << w << std::endl;
   // Rank 0 reports first; the others, waiting for the same hung rank, a little later (one message). NCCL's
   // set-up blocks without a deadline (a rank that fails or hangs in it holds the others there), so it runs
   // under the watchdog, which stays armed until every rank has agreed that it went well (connected()).

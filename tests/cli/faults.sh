@@ -84,6 +84,22 @@ rc=$?
   && ok "a rank hanging in the set-up: the watchdog ends the job in $((SECONDS - start)) s (rc $rc), one message" \
   || bad "hang in the set-up: rc $rc after $((SECONDS - start)) s: $(head -5 err)"
 
+# mpirun across nodes (emulated: the rank's OMPI_MCA_orte_num_nodes) with a TCP keepalive that is unset or
+# slower than --comm-timeout: one warning line with settings that fit; none once they do.
+KA="OMPI_MCA_oob_tcp_keepalive_time=2 OMPI_MCA_oob_tcp_keepalive_intvl=1 OMPI_MCA_oob_tcp_keepalive_probes=1"
+KA_SLOW="OMPI_MCA_oob_tcp_keepalive_time=10 OMPI_MCA_oob_tcp_keepalive_intvl=2 OMPI_MCA_oob_tcp_keepalive_probes=5"
+for case in "|is not set" "$KA_SLOW|notices a lost node only after 20 s" "$KA|"; do
+  vars=${case%|*} want=${case#*|}
+  $MPI env OMPI_MCA_orte_num_nodes=2 $vars "$BUILD/rnn_dist" train $A --max-steps 1 --comm-timeout 5 > out 2> err
+  n=$(grep -c "warning: mpirun across 2 nodes with --comm-timeout 5 s" err)
+  if [ -n "$want" ]; then
+    [ "$n" -eq 1 ] && grep -q "$want.*export OMPI_MCA_oob_tcp_keepalive_time=2 OMPI_MCA_oob_tcp_keepalive_intvl=1 OMPI_MCA_oob_tcp_keepalive_probes=1" err \
+      && ok "keepalive '${vars:-unset}' with --comm-timeout 5: one warning with the fix" || bad "keepalive warning: $(cat err)"
+  else
+    [ "$n" -eq 0 ] && ok "keepalive detecting in 3 s, below --comm-timeout 5: no warning" || bad "keepalive that fits: $(cat err)"
+  fi
+done
+
 # A rank killed (SIGKILL) mid-training: the others end within 30 s; --resume from the last checkpoint
 # then reaches the parameters of an uninterrupted run (bitwise: same ranks, same threads).
 $MPI "$BUILD/rnn_dist" train $A --max-steps 16 --checkpoint-dir full > log.full 2>&1 || bad "uninterrupted: $(tail -1 log.full)"
@@ -198,7 +214,7 @@ rc=$?
 [ -n "$off" ] && [ $rc -eq 2 ] && grep -q "cbad/step-00000004.h5: parameter checksum mismatch" err && [ ! -f cbad/step-00000008.h5 ] \
   && ok "corrupted checkpoint refused: $(cat err)" || bad "corrupted checkpoint: rc $rc: $(cat err)"
 head -c 20000 good/step-00000004.h5 > trunc.h5
-"$BUILD/rnn_dist" eval --checkpoint trunc.h5 --data data/train.h5 > out 2> err
+"$BUILD/rnn_dist" eval --checkpoint trunc.h5 --data data/train.h5 --device cpu > out 2> err
 rc=$?
 [ $rc -eq 2 ] && [ "$(wc -l < err)" -eq 1 ] && grep -q "trunc.h5" err && ok "truncated checkpoint -> exit 2: $(cat err)" \
   || bad "truncated checkpoint: rc $rc: $(cat err)"

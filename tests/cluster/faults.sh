@@ -78,6 +78,24 @@ grep -q "ORTE has lost communication with a remote daemon" partition.err && ok "
   || bad "partition: no lost-daemon report: $(head -5 partition.err)"
 resume partition "$(last_step partition)"
 
+# The short-timeout case: --comm-timeout 5 with the keepalive that rnn_dist's start-up warning suggests for
+# it (2 + 1 x 1 = 3 s, below 5): the partition ends mpirun too, and no warning is printed; with the job
+# scripts' 20 s keepalive the same run warns at start-up, naming those settings.
+saved_M=$M saved_T=$TIMEOUT
+export OMPI_MCA_oob_tcp_keepalive_time=10 OMPI_MCA_oob_tcp_keepalive_intvl=2 OMPI_MCA_oob_tcp_keepalive_probes=5
+TIMEOUT=5 M=${M/--comm-timeout 30/--comm-timeout 5}
+RNN_DIST_TEST_FAIL= train --max-steps 2 --checkpoint-dir warn > warn.out 2> warn.err
+grep -q "warning: mpirun across 2 nodes with --comm-timeout 5 s, but Open MPI's TCP keepalive notices a lost node only after 20 s.*keepalive_time=2 .*keepalive_probes=1" warn.err \
+  && ok "--comm-timeout 5 with a 20 s keepalive: warned at start-up, with settings that fit" || bad "no keepalive warning: $(head -3 warn.err)"
+export OMPI_MCA_oob_tcp_keepalive_time=2 OMPI_MCA_oob_tcp_keepalive_intvl=1 OMPI_MCA_oob_tcp_keepalive_probes=1
+RNN_DIST_TEST_FAIL=1:30:hang fault "bash $CLUSTER cut $D node2" short "${AT29}short.out"
+bash "$CLUSTER" heal "$D" node2
+reachable node2 || bad "node2 not reachable again after the short partition"
+grep -q "warning: mpirun across" short.err && bad "short: warned with a keepalive that fits: $(grep warning short.err)" \
+  || ok "short: no warning with a keepalive below --comm-timeout"
+M=$saved_M TIMEOUT=$saved_T
+eval "$(bash -c "source '$HOME_DIR/jobs/common.sh'; export -p" | grep OMPI_MCA_oob_tcp_keepalive)"
+
 # Rank 0's node lost while it writes the checkpoint of step 40 (the write is held there by the test
 # hook): the checkpoint of step 20 survives, the half-written file never becomes a checkpoint, and the
 # resume uses step 20.
