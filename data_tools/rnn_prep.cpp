@@ -82,7 +82,7 @@ std::optional<Options> parse_options(int argc, char** argv) {
       ("label-from-file", po::bool_switch(&o.label_from_file),
        "each --input file is one class, named by the file's base name: classification")
       ("conll-comments", po::value(&conll_comments)->default_value("skip"),
-       "conll: lines whose first character is '#' (CoNLL-U's \"# sent_id = 3\", \"# newdoc\") are comments: skip (counted in the summary) or keep (as tokens)")
+       "conll: lines before a sentence whose first character is '#' (CoNLL-U's \"# sent_id = 3\", \"# newdoc\") are comments: skip (counted in the summary) or keep (as tokens); inside a sentence '#' is a token")
       ("tag-column", po::value(&tag_column)->default_value("last"),
        "conll: the column of the tag: last, or its 0-based index (1 or more: column 0 is the token)")
       ("record-sep", po::value(&o.records.separator)->default_value("%"),
@@ -203,16 +203,17 @@ double input_bytes(const Options& o) {
 // A classification label as the model names its class: surrounding ASCII whitespace and a leading UTF-8
 // byte-order mark stripped (they would make look-alike classes); control characters (a tab, a newline)
 // are refused, since they break every table and file that lists the labels.
-std::string_view clean_label(std::string_view label, const std::string& path, int64_t line) {
+// `where` names it in errors ("file: line 3", or a --label-from-file input's "file: its name").
+std::string_view clean_label(std::string_view label, const std::string& where) {
   if (label.starts_with("\xEF\xBB\xBF")) label.remove_prefix(3);
   auto space = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f'; };
   while (!label.empty() && space(label.front())) label.remove_prefix(1);
   while (!label.empty() && space(label.back())) label.remove_suffix(1);
-  if (label.empty()) throw InputError(cat(path, ": line ", line, ": the label is empty (or only whitespace)"));
+  if (label.empty()) throw InputError(cat(where, ": the label is empty (or only whitespace)"));
   for (unsigned char c : label)
     if (c < 0x20 || c == 0x7f)
-      throw InputError(cat(path, ": line ", line, ": the label holds control character 0x", std::hex, int(c),
-                           std::dec, ", which no label may"));
+      throw InputError(cat(where, ": the label holds control character 0x", std::hex, int(c), std::dec,
+                           ", which no label may"));
   return label;
 }
 
@@ -259,7 +260,8 @@ Read for_each_record(const Options& o, const char* what, F&& f) {
     Record r;
     while (reader.next(r)) {
       std::string_view label = o.label_from_file ? std::string_view(file_label) : r.label;
-      if (o.task == Task::classify) label = clean_label(label, path, r.line);
+      if (o.task == Task::classify)
+        label = clean_label(label, o.label_from_file ? cat(path, ": its name") : cat(path, ": line ", r.line));
       f(r, TextSource{path, r.offset}, split_of(o, index++), label);
       progress.update(static_cast<double>(bytes + reader.bytes_read()));
     }
@@ -322,7 +324,8 @@ int run(const Options& o) {
   if (o.label_from_file) {
     std::map<std::string, std::string> seen;
     for (const auto& path : o.inputs) {
-      const auto [it, fresh] = seen.emplace(std::filesystem::path(path).filename().string(), path);
+      const std::string name = std::filesystem::path(path).filename().string();
+      const auto [it, fresh] = seen.emplace(std::string(clean_label(name, cat(path, ": its name"))), path);
       if (!fresh && !std::filesystem::equivalent(it->second, path))
         throw InputError(cat("--label-from-file: ", it->second, " and ", path, " have the same base name '", it->first,
                              "', which names their class: rename one"));

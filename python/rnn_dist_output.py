@@ -4,14 +4,15 @@ the Python programs (rnn_dist_onnx, rnn_dist_plot).
 - A regular file, or a path that does not exist yet: written under a temporary name beside it, then
   renamed over it, so a failed run leaves the old file (or none) behind.
 - A symbolic link: followed to its last target, which is replaced that way; the link stays.
-- "-" (standard output), a character device, a FIFO or a socket: written through directly, never renamed
-  over.
+- "-" (standard output, also as /dev/stdout or /dev/fd/N: a pipe, or a file the shell opened, even
+  with >>), a character device, a FIFO or a socket: written through directly, never renamed over.
 - An output that is one of the command's inputs (the same file, or the same path once links are resolved)
   is refused before anything is read: refuse_output_over_inputs raises OutputError.
 """
 import contextlib
 import os
 import stat
+import sys
 
 
 class OutputError(ValueError):
@@ -29,14 +30,19 @@ def _follow_links(path):
 
 def _is_stream(path):
     try:
-        return not stat.S_ISREG(os.stat(path).st_mode) and not stat.S_ISDIR(os.stat(path).st_mode)
-    except FileNotFoundError:
+        mode = os.stat(path).st_mode
+    except OSError:  # missing, or a parent that is not a directory: open() will say so
         return False
+    return not stat.S_ISREG(mode) and not stat.S_ISDIR(mode)
+
+
+def _names_descriptor(path):
+    return path in ("-", "/dev/stdout", "/dev/stderr") or path.startswith(("/dev/fd/", "/proc/self/fd/"))
 
 
 def refuse_output_over_inputs(output, output_option, inputs):
     """inputs: {option: path}. Raises OutputError naming both options when the output is one of them."""
-    if output == "-" or _is_stream(output):
+    if _names_descriptor(output) or _is_stream(output):
         return
     out = os.path.realpath(_follow_links(output))
     for option, path in inputs.items():
@@ -48,10 +54,16 @@ def refuse_output_over_inputs(output, output_option, inputs):
 
 @contextlib.contextmanager
 def output_path(path, option):
-    """Yields the path to write (a temporary name, or the stream itself); on success the temporary replaces
-    the final file, on failure it is removed."""
+    """Yields what to write to: a temporary path (on success it replaces the final file, on failure it is
+    removed), a stream's path, or for a file descriptor a binary file object that appends."""
     if path == "-":
-        path = "/dev/stdout"
+        yield sys.stdout.buffer
+        sys.stdout.buffer.flush()
+        return
+    if _names_descriptor(path):
+        with open(path, "ab") as f:
+            yield f
+        return
     final = _follow_links(path)
     if os.path.isdir(final):
         raise OutputError(f"{option} {path}: is a directory")

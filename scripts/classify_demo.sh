@@ -34,7 +34,7 @@ for dir in uni bi; do
   train "source-$dir" "$out/source" --hidden 128 --batch-size 16 --epochs 3 --pool mean --select-by accuracy \
     "${flags[@]}"
   echo "-- $dir: test split"
-  build/rnn_dist eval --checkpoint "$out/source-$dir/best.h5" --data "$out/source/test.h5"
+  build/rnn_dist eval --checkpoint "$out/source-$dir/best.h5" --data "$out/source/test.h5" --classes 0 --confusion
 done
 
 echo "== 2. truecasing: tag each character of lower-cased lines with its case"
@@ -44,9 +44,11 @@ perl -CSD -ne 'chomp; next if $_ eq "%" || !/\S/; my $s = "";
   for my $ch (split //) { $s .= ($ch =~ /\s/ ? "_" : lc $ch) . "\t" . ($ch ne lc $ch ? "U" : "L") . "\n" }
   my $fh = $n++ % 20 ? STDOUT : STDERR; print $fh $s, "\n"' "${inputs[@]}" \
   > "$out/case.conll" 2> "$out/case-test.conll"
-build/rnn_prep --input "$out/case.conll" --output-dir "$out/case" --format conll --valid-fraction 0.05 --seed 1
+# A fortune may start with '#': a token here, not a CoNLL comment.
+build/rnn_prep --input "$out/case.conll" --output-dir "$out/case" --format conll --valid-fraction 0.05 --seed 1 \
+  --conll-comments keep
 build/rnn_prep --input "$out/case-test.conll" --output-dir "$out/case-test" --format conll --valid-fraction 0 \
-  --vocab-from "$out/case/train.h5"
+  --vocab-from "$out/case/train.h5" --conll-comments keep
 build/rnn_dist info "$out/case-test/train.h5" | grep -E "tokens|majority"
 train case "$out/case" --hidden 128 --batch-size 32 --epochs 1 --bidirectional --select-by macro-f1
 echo "-- the tagger on the held-out sentences"
@@ -68,7 +70,7 @@ build/rnn_dist predict --checkpoint "$out/source-bi/best.h5" --input "$out/three
 perl -pe 's/,"probs":.*/}/' "$out/three.jsonl"
 printf 'the king of france is bald.\nnew york, new york.\n' \
   | perl -CSD -ne 'chomp; print map({ (/\s/ ? "_" : $_) . "\n" } split //), "\n"' > "$out/two.conll"
-build/rnn_dist predict --checkpoint "$out/case/best.h5" --input "$out/two.conll" --format conll \
+build/rnn_dist predict --checkpoint "$out/case/best.h5" --input "$out/two.conll" --format conll --conll-comments keep \
   --output "$out/two.jsonl"
 perl -ne 'my @t = /"tokens":\[(.*?)\]/ ? ($1 =~ /"((?:[^"\\]|\\.)*)"/g) : (); my @g = /"tags":\[(.*?)\]/ ? ($1 =~ /"([^"]*)"/g) : ();
   print join("", map { my $c = $t[$_] eq "_" ? " " : $t[$_]; $g[$_] eq "U" ? uc $c : $c } 0 .. $#t), "\n"' "$out/two.jsonl"

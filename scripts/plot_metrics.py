@@ -22,9 +22,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 # The output rule every rnn_dist command follows (python/rnn_dist_output.py): from the checkout, or where
-# `cmake --install` put the Python modules beside bin/rnn_dist_plot.
+# `cmake --install` put the Python modules (RNN_DIST_PYTHON_DIR, filled in when it installs this script as
+# bin/rnn_dist_plot).
 _here = os.path.dirname(os.path.realpath(__file__))
-sys.path += [os.path.join(_here, "..", "python"), os.path.join(_here, "..", "lib", "python3", "dist-packages")]
+sys.path += [os.path.join(_here, "..", "python"), os.path.join(_here, "..", "@RNN_DIST_PYTHON_DIR@")]
 from rnn_dist_output import OutputError, output_path, refuse_output_over_inputs  # noqa: E402
 
 

@@ -85,9 +85,10 @@ int cmd_eval(const Args& args) {
   if (batching.batch_tokens < 0) throw InputError("--batch-tokens must not be negative");
   if (class_rows < 0) throw InputError("--classes must not be negative (0 shows all)");
   refuse_output_over_inputs({"--log-probs", log_probs_path}, {{"--checkpoint", checkpoint}, {"--data", data_path}});
-  if (json && log_probs_path == "-") throw InputError("--json and --log-probs -: both would be standard output");
+  const bool log_probs_out = is_standard_output(log_probs_path);
+  if (json && log_probs_out) throw InputError(cat("--json and --log-probs ", log_probs_path, ": both would be standard output"));
   // Standard output holds the result alone: the JSON object, or the log-probabilities.
-  std::ostream& report = json || log_probs_path == "-" ? std::cerr : std::cout;
+  std::ostream& report = json || log_probs_out ? std::cerr : std::cout;
   auto backend = make_backend(command_device(device, "evaluating"), 0, threads);
   CheckpointData ck;
   auto model = load_model(checkpoint, *backend, ck);
@@ -106,7 +107,7 @@ int cmd_eval(const Args& args) {
   std::ofstream dump;
   if (!log_probs_path.empty()) {
     dump_file.emplace(log_probs_path, "--log-probs", AtomicFile::Streams::written_through);
-    dump.open(dump_file->temp_path(), std::ios::binary);
+    dump.open(dump_file->temp_path(), dump_file->open_mode());
     if (!dump) throw InputError(cat("--log-probs ", log_probs_path, ": cannot open for writing"));
   }
   Progress progress("rnn_dist eval", static_cast<double>(file.num_sequences()), "sequences", quiet);

@@ -33,13 +33,14 @@ struct Pending {
   std::vector<std::string> tokens;
 };
 
-// Whitespace-separated runs of text (spaces and tabs), as a CoNLL file gives its tokens one per line.
+// Runs of text between ASCII whitespace, as a CoNLL file gives its tokens one per line.
 std::vector<std::string_view> split_whitespace(std::string_view text) {
+  auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; };
   std::vector<std::string_view> out;
   for (size_t i = 0; i < text.size();) {
-    while (i < text.size() && (text[i] == ' ' || text[i] == '\t')) ++i;
+    while (i < text.size() && space(text[i])) ++i;
     size_t j = i;
-    while (j < text.size() && text[j] != ' ' && text[j] != '\t') ++j;
+    while (j < text.size() && !space(text[j])) ++j;
     if (j > i) out.push_back(text.substr(i, j - i));
     i = j;
   }
@@ -122,7 +123,7 @@ class Predictor {
 }  // namespace
 
 int cmd_predict(const Args& args) {
-  std::string checkpoint, input, output, format = "lines", device = "auto";
+  std::string checkpoint, input, output, format = "lines", device = "auto", conll_comments = "skip";
   RecordOptions records;
   int64_t batch_size = 256;
   int threads = 1;
@@ -134,6 +135,7 @@ int cmd_predict(const Args& args) {
       ("output", po::value(&output)->required(), "JSON-lines predictions, one line per input record, written atomically")
       ("format", po::value(&format)->default_value("lines"), "input format: lines (a record per line), jsonl (the text in --text-field) or conll (a token per line, the token in the first column, a blank line after each sentence; word-tokenizer checkpoints)")
       ("text-field", po::value(&records.text_field)->default_value("text"), "jsonl: the member holding the text")
+      ("conll-comments", po::value(&conll_comments)->default_value("skip"), "conll: '#' lines before a sentence are comments: skip or keep (as tokens), as rnn_prep --conll-comments")
       ("utf8-replace", po::bool_switch(&utf8_replace), "replace ill-formed UTF-8 with U+FFFD instead of failing")
       ("batch-size", po::value(&batch_size)->default_value(256), "records per batch")
       ("threads", po::value(&threads)->default_value(1), "CPU threads")
@@ -145,6 +147,13 @@ int cmd_predict(const Args& args) {
   records.format = parse_record_format(format);
   if (records.format != RecordFormat::lines && records.format != RecordFormat::jsonl && records.format != RecordFormat::conll)
     throw InputError(cat("--format ", format, ": predict reads lines, jsonl or conll"));
+  if (records.text_field != "text" && records.format != RecordFormat::jsonl)
+    throw InputError("--text-field: applies to --format jsonl");
+  if (conll_comments != "skip" && conll_comments != "keep")
+    throw InputError(cat("--conll-comments ", conll_comments, ": skip or keep"));
+  if (conll_comments == "keep" && records.format != RecordFormat::conll)
+    throw InputError("--conll-comments: applies to --format conll");
+  records.conll_comments = conll_comments == "keep";
   records.utf8_replace = utf8_replace;
   // The token is a CoNLL line's first column; the other columns (a tag to compare with, say) are ignored.
   records.conll_tags = false;
@@ -166,7 +175,7 @@ int cmd_predict(const Args& args) {
                          " tokens, a CoNLL file word tokens (use --format lines)"));
   RecordReader reader(input, records);  // a missing input fails before the output is created
   AtomicFile file(output, "--output", AtomicFile::Streams::written_through);
-  std::ofstream out(file.temp_path(), std::ios::binary);
+  std::ofstream out(file.temp_path(), file.open_mode());
   if (!out) throw InputError(cat("--output ", output, ": cannot open for writing"));
   Predictor predictor(*model, ck, out);
   std::error_code ec;
@@ -187,8 +196,25 @@ int cmd_predict(const Args& args) {
         text = fixed = replace_invalid_utf8(text);
       }
       const std::vector<std::string_view> given = conll ? r.tokens : split_whitespace(text);
-      for (std::string_view t : given) p.ids.push_back(tokenizer.token_id(t)), p.tokens.emplace_back(t);
-      unknown += std::count(p.ids.begin(), p.ids.end(), kUnkId);
+      std::vector<int32_t> piece_ids;
+      std::vector<std::string> pieces;
+      for (std::string_view t : given) {
+        const int32_t id = tokenizer.token_id(t);
+        // Raw text, unlike a CoNLL file, leaves punctuation on its words ("Paris."): a whole token the
+        // vocabulary lacks is cut by the word tokenizer instead, when the vocabulary knows a piece of it.
+        if (id == kUnkId && !conll) {
+          piece_ids.clear(), pieces.clear();
+          tokenizer.encode(t, piece_ids, TextSource{input, r.offset}, &pieces);
+          if (std::any_of(piece_ids.begin(), piece_ids.end(), [](int32_t i) { return i != kUnkId; })) {
+            p.ids.insert(p.ids.end(), piece_ids.begin(), piece_ids.end());
+            p.tokens.insert(p.tokens.end(), pieces.begin(), pieces.end());
+            continue;
+          }
+        }
+        p.ids.push_back(id);
+        p.tokens.emplace_back(t);
+      }
+      unknown += std::count(p.ids.begin() + 1, p.ids.end(), kUnkId);
     } else {
       unknown += tokenizer.encode(r.text, p.ids, TextSource{input, r.offset}, task == Task::tag ? &p.tokens : nullptr);
     }
@@ -207,7 +233,7 @@ int cmd_predict(const Args& args) {
   if (!out) throw Error(cat("--output ", output, ": write failed"));
   file.commit();
   // Not into the predictions when they go to standard output.
-  (output == "-" || file.final_path() == "/dev/stdout" ? std::cerr : std::cout)
+  (is_standard_output(output) ? std::cerr : std::cout)
       << "predicted " << predictor.records() << " records (" << tokens << " tokens, " << unknown
       << " of them <unk>) -> " << output << std::endl;
   return 0;

@@ -390,7 +390,8 @@ bool RecordReader::next(Record& record) {
           continue;
         }
         if (line.starts_with("-DOCSTART-")) continue;
-        if (line.starts_with('#') && !options_.conll_comments) {
+        // Comments come before a sentence's first token (CoNLL-U); inside one, '#' is a token (PTB's).
+        if (line.starts_with('#') && spans_.empty() && !options_.conll_comments) {
           ++comments_;
           continue;
         }

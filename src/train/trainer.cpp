@@ -745,6 +745,8 @@ int Trainer::run() {
         log_step(epoch, lr, norm);
       if (stop) {
         reader.idle();
+        // A stop on an epoch's last step comes before that epoch's validation: the resumed run does it first.
+        pos_.validated = !(valid_ && pos_.step_in_epoch == steps_per_epoch);
         save();
         if (lead_)
           std::cout << "stopped by signal " << stop << " after step " << pos_.step

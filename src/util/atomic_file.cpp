@@ -44,7 +44,18 @@ std::string follow_links(const std::string& path, const std::string& option) {
   }
 }
 
+// A file descriptor by name (/dev/fd/N, /proc/self/fd/N, /dev/stdout): written through as it stands; its
+// link's target ("pipe:[N]", a file the shell opened) is not a path to replace.
+bool names_descriptor(const std::string& path) {
+  return path == "-" || path == "/dev/stdout" || path == "/dev/stderr" || path.starts_with("/dev/fd/") ||
+         path.starts_with("/proc/self/fd/");
+}
+
 }  // namespace
+
+bool is_standard_output(const std::string& path) {
+  return path == "-" || path == "/dev/stdout" || path == "/dev/fd/1" || path == "/proc/self/fd/1";
+}
 
 std::string parent_dir(const std::string& path) {
   size_t slash = path.find_last_of('/');
@@ -54,7 +65,13 @@ std::string parent_dir(const std::string& path) {
 }
 
 AtomicFile::AtomicFile(std::string path, std::string option, Streams streams) {
-  if (path == "-") path = "/dev/stdout";
+  if (names_descriptor(path)) {
+    if (streams == Streams::refused)
+      throw InputError(cat(named(option, path), ": a file descriptor, and this file cannot be streamed: give a file name"));
+    through_ = true;
+    temp_ = final_ = path == "-" ? "/dev/stdout" : path;
+    return;
+  }
   final_ = follow_links(path, option);
   struct stat st{};
   if (::stat(final_.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
@@ -87,7 +104,7 @@ void AtomicFile::commit() {
 
 void refuse_output_over_inputs(const NamedPath& output, std::initializer_list<NamedPath> inputs) {
   namespace fs = std::filesystem;
-  if (output.path.empty() || output.path == "-") return;
+  if (output.path.empty() || names_descriptor(output.path)) return;
   struct stat st{};
   if (::stat(output.path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) return;  // a stream replaces nothing
   std::error_code ec;

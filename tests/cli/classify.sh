@@ -140,6 +140,7 @@ awk 'BEGIN { srand(8); for (i = 0; i < 300; i++) { print "in X O"; print (i % 2 
   --checkpoint-dir pk > /dev/null 2>&1 || bad "train the punct tagger"
 printf 'in U.S. on 2026-12-09\n' > punct.txt
 printf 'in\nU.S.\non\n2026-12-09\n' > punct1.conll
+printf 'in acme. on\n' > punct2.txt
 "$BUILD/rnn_dist" predict --checkpoint pk/step-00000040.h5 --input punct.txt --output pl.jsonl --device cpu > /dev/null 2> err \
   && "$BUILD/rnn_dist" predict --checkpoint pk/step-00000040.h5 --input punct1.conll --format conll --output pc.jsonl \
        --device cpu > /dev/null 2>> err \
@@ -147,6 +148,10 @@ printf 'in\nU.S.\non\n2026-12-09\n' > punct1.conll
   && [ "$(sed 's/"line":[0-9]*,//' pl.jsonl)" = "$(sed 's/"line":[0-9]*,//' pc.jsonl)" ] \
   && ok "predict --format lines on a CoNLL tagger: whitespace tokens as the input has them, the unknown one listed, as CoNLL" \
   || bad "predict lines vs CoNLL tokens: $(cat err) $(cat pl.jsonl pc.jsonl)"
+# Punctuation left on a word the vocabulary knows ("acme."): cut by the word tokenizer, the word found.
+"$BUILD/rnn_dist" predict --checkpoint pk/step-00000040.h5 --input punct2.txt --output p2l.jsonl --device cpu > /dev/null 2> err \
+  && grep -q '"tokens":\["in","acme",".","on"\],"unknown":\[2\]' p2l.jsonl \
+  && ok "an unknown whole token with a known piece: cut (\"acme.\" -> acme .)" || bad "acme.: $(cat err p2l.jsonl)"
 printf 'good\n\377bad\n' > badutf.txt
 "$BUILD/rnn_dist" predict --checkpoint cb/best.h5 --input badutf.txt --output badpred.jsonl --device cpu > out 2> err
 [ $? -eq 2 ] && [ "$(wc -l < err)" -eq 1 ] && grep -q "badutf.txt: invalid UTF-8 at byte offset 5" err && [ ! -e badpred.jsonl ] \
@@ -199,6 +204,7 @@ done
 # CoNLL comment lines ('#' first, as CoNLL-U's) are skipped and counted, not read as a token '#' with a
 # tag class "newdoc"; --conll-comments keep reads them.
 { echo "# newdoc"; echo "# sent_id = 3"; cat tag.conll; } > commented.conll
+printf 'in X O\n# X O\nrome X B-LOC\n\n' > hash.conll  # '#' inside a sentence is a token (PTB's)
 "$BUILD/rnn_prep" --format conll --input commented.conll --output-dir tag-c > prep-c.out 2> err \
   && grep -q "2 comment line(s) ('#' first) skipped" prep-c.out && "$BUILD/rnn_dist" info tag-c/train.h5 > info-c.out \
   && ! grep -q "newdoc" info-c.out && h5diff tag-last/train.h5 tag-c/train.h5 /tokens > /dev/null \
@@ -206,6 +212,10 @@ done
 "$BUILD/rnn_prep" --format conll --input commented.conll --output-dir tag-k --conll-comments keep > /dev/null 2> err \
   && "$BUILD/rnn_dist" info tag-k/train.h5 | grep -q "newdoc" && ok "--conll-comments keep: read as tokens and tags" \
   || bad "--conll-comments keep: $(cat err)"
+cat hash.conll tag.conll > hash2.conll
+"$BUILD/rnn_prep" --format conll --input hash2.conll --output-dir tag-h > prep-h.out 2> err \
+  && grep -q " 0 comment line(s)" prep-h.out \
+  && ok "a '#' line inside a sentence stays a token" || bad "'#' inside a sentence: $(cat prep-h.out err)"
 
 # A directory where a file is expected: one line naming it.
 "$BUILD/rnn_dist" info cb > out 2> err

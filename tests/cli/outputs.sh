@@ -38,6 +38,12 @@ refused "rnn_prep --vocab-from an output" "$BUILD/rnn_prep" --format tsv --input
 "$R" predict --checkpoint $C --input in.txt --output - > stdout.jsonl 2> err \
   && [ "$(grep -c '"label"' stdout.jsonl)" -eq 2 ] && ok "predict --output -: the predictions on standard output" \
   || bad "predict --output -: $(cat err) $(head -2 stdout.jsonl)"
+"$R" predict --checkpoint $C --input in.txt --output - 2> err | cat > piped.jsonl
+[ "$(grep -c '"label"' piped.jsonl)" -eq 2 ] && ok "predict --output - into a pipe" || bad "predict into a pipe: $(cat err)"
+echo old > appended.jsonl
+"$R" predict --checkpoint $C --input in.txt --output /dev/stdout >> appended.jsonl 2> err
+[ "$(head -1 appended.jsonl)" = old ] && [ "$(grep -c '"label"' appended.jsonl)" -eq 2 ] \
+  && ok "predict --output /dev/stdout >> FILE: appended, nothing replaced" || bad "appended: $(cat err; cat appended.jsonl)"
 mknod null c 1 3
 "$R" predict --checkpoint $C --input in.txt --output null > /dev/null 2> err && [ -c null ] \
   && ok "predict --output a character device: written through, still a device" || bad "device: $(cat err); $(ls -l null)"
@@ -86,6 +92,8 @@ if python_with onnx h5py numpy > /dev/null; then
   "$PY" "$REPO/python/rnn_dist_onnx.py" --checkpoint $C --onnx - > m.onnx 2> err \
     && "$PY" -c "import onnx, sys; onnx.checker.check_model(onnx.load(sys.argv[1]))" m.onnx \
     && ok "rnn_dist_onnx --onnx -: a valid model on standard output" || bad "onnx to stdout: $(cat err)"
+  "$PY" "$REPO/python/rnn_dist_onnx.py" --checkpoint $C --onnx - 2> err | cat > piped.onnx
+  cmp -s m.onnx piped.onnx && ok "rnn_dist_onnx --onnx - into a pipe" || bad "onnx into a pipe: $(cat err)"
   ln -s real.onnx l.onnx
   "$PY" "$REPO/python/rnn_dist_onnx.py" --checkpoint $C --onnx l.onnx > /dev/null 2> err && [ -L l.onnx ] && [ -s real.onnx ] \
     && ok "rnn_dist_onnx --onnx a link: the target written" || bad "onnx link: $(cat err)"

@@ -23,7 +23,7 @@ struct RecordOptions {
   std::string label_field;          // jsonl: the top-level member holding the label ("" = none)
   int tag_column = -1;              // conll: the column of the tag (0-based; -1 = the last)
   bool conll_tags = true;           // conll: every line has a tag (false: tokens only, as to predict; tags = tokens)
-  bool conll_comments = false;      // conll: keep lines starting with '#' as tokens (false: skip them, counted)
+  bool conll_comments = false;      // conll: keep '#' lines before a sentence as tokens (false: skip them, counted)
 };
 
 struct Record {
@@ -47,8 +47,9 @@ struct Record {
 //           text is), checked here so errors can name the file position.
 //  tsv:     every line is `label<TAB>text`.
 //  conll:   one token per line, whitespace-separated columns (the token first, its tag in tag_column), a
-//           blank line after each sentence; -DOCSTART- lines are skipped, and so are comment lines (the
-//           first character '#', as CoNLL-U's "# sent_id = 3") unless conll_comments. A record is a sentence.
+//           blank line after each sentence; -DOCSTART- lines are skipped, and so are comment lines before
+//           a sentence's first token (the first character '#', as CoNLL-U's "# sent_id = 3") unless
+//           conll_comments; inside a sentence a '#' line is a token (PTB's). A record is a sentence.
 // Errors are InputError "<path>: ..." naming the line.
 class RecordReader {
  public:

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Hunts the rare "srun: error: node1: task 1: Segmentation fault" of cluster.slurm (issue 26 #7): on a
+# 2-node Slurm cluster (tests/cluster/cluster.sh), runs RUNS times (default 50) either `srun --mpi=pmix
+# -N2 -n4 rnn_dist train` of a short run (MODE srun) or, as cluster.slurm does, jobs/train_multinode.sbatch
+# with --nodes=2 under sbatch --wait, its check and 1000 steps with checkpoints (MODE sbatch), with core
+# dumps allowed, and keeps the whole output of every run that does not end with exit 0 (Open MPI prints
+# the crashing process's backtrace there) under OUT (default ./srun-loop). Not a ctest test: a diagnosis to
+# run by hand, as root: bash tests/cluster/srun_loop.sh build [RUNS] [OUT] [MODE]. Prints "N of RUNS runs
+# failed".
+NODES=2
+OUT_DIR=$(mkdir -p "${3:-srun-loop}" && cd "${3:-srun-loop}" && pwd)
+RUNS=${2:-50}
+source "$(dirname "$0")/lib.sh"
+bash "$CLUSTER" slurm "$D" > slurm.log 2>&1 || { bad "slurm did not start: $(cat slurm.log)"; exit 1; }
+export SLURM_CONF=$D/slurm.conf
+make_data || bad "rnn_prep"
+ulimit -c unlimited
+failed=0
+export RNN_DIST_HOME=$HOME_DIR RNN_DIST_BUILD=$BIN
+printf 'train = data/train.h5\nembed = 8\nhidden = 32\nlayers = 2\nbatch-size = 2\nepochs = 1000\nlog-every = 10\nseed = 5\ndevice = cpu\ncomm-timeout = 60\n' > job.conf
+for k in $(seq "$RUNS"); do
+  if [ "${4:-srun}" = sbatch ]; then
+    rm -rf ck
+    RNN_DIST_LAUNCHER=srun on head timeout 120 sbatch --wait --parsable -o run.out --nodes=2 --ntasks-per-node=2 \
+      --cpus-per-task=1 --gpus-per-node=0 --time=10 "$HOME_DIR/jobs/train_multinode.sbatch" job.conf --max-steps 1000 \
+      --save-every 20 --checkpoint-dir ck > /dev/null 2>&1
+  else
+    on head timeout 120 srun -N2 -n4 --mpi=pmix --kill-on-bad-exit=1 "$BIN/rnn_dist" train --train data/train.h5 \
+      --embed 8 --hidden 32 --layers 2 --batch-size 2 --max-steps 40 --allreduce hierarchical --comm-timeout 60 \
+      --device cpu > run.out 2>&1
+  fi
+  rc=$?
+  if [ $rc -ne 0 ]; then
+    failed=$((failed + 1))
+    cp run.out "$OUT_DIR/run-$k.out"
+    echo "run $k: exit $rc: $(grep -m1 -E 'Segmentation|signal|error' run.out)"
+  fi
+done
+echo "$failed of $RUNS runs failed (outputs in $OUT_DIR)"
+[ $failed -eq 0 ] && ok "no crash in $RUNS runs" || bad "$failed of $RUNS runs failed"
+finish
