@@ -80,7 +80,8 @@ n=$(sed -n 's/^stopped by signal 10 after step \([0-9]*\):.*/\1/p' requeue.out)
 grep -q "JobState=COMPLETED" <<<"$info" && grep -q "Restarts=1 ExitCode=0:0" <<<"$info" && [ -n "$n" ] \
   && grep -q "requeueing to resume" requeue.out && grep -q "resumed from requeue/step-$(printf %08d "$n").h5" requeue.out \
   && ok "TERM to the batch shell: checkpoint at step $n on 2 nodes, requeued, resumed" \
-  || bad "requeue: $info (no checkpoint seen: $(ls requeue 2>&1 | head -3)): $(grep -E 'signal|requeue|resumed|error' requeue.out); last lines: $(tail -3 requeue.out)"
+  || { bad "requeue: $info (no checkpoint seen: $(ls requeue 2>&1 | head -3)): $(grep -E 'signal|requeue|resumed|error' requeue.out); last lines: $(tail -3 requeue.out)"
+       echo "--- requeue.out (whole: a crash's backtrace is in it; issue 26 #7, tests/cluster/srun_loop.sh)"; cat requeue.out; }
 h5diff ref-srun/step-00001000.h5 requeue/step-00001000.h5 /model > requeue.diff 2>&1 \
   && ok "the requeued job's result equals the uninterrupted run's bitwise" || bad "requeued result differs: $(head -3 requeue.diff)"
 
