@@ -138,6 +138,27 @@ TEST(Evaluation, TaggerPassMatchesTheModel) {
   EXPECT_DOUBLE_EQ(ev.accuracy(), accuracy);
   Evaluation unlabelled(Task::tag, kTags);
   EXPECT_THROW(unlabelled.add(m, make_batch(Task::tag, tokens, {6, 4, 3}, {})), InputError);
+  // From log-probabilities computed once elsewhere (eval --log-probs): the same sums.
+  Evaluation from_lp(Task::tag, kTags);
+  from_lp.add_log_probs(batch, m.log_probs(batch));
+  from_lp.add_log_probs(batch, m.log_probs(batch));
+  EXPECT_EQ(from_lp.sums(), ev.sums());
+}
+
+// A language model's loss from its log-probabilities equals Model::evaluate's (float log-probabilities
+// summed in double: within 1e-6).
+TEST(Evaluation, LanguageModelLossFromLogProbs) {
+  auto backend = make_backend(DeviceType::cpu, 0, 1);
+  ModelConfig c;
+  c.vocab = 9, c.embed = 4, c.hidden = 5, c.layers = 1;
+  Model m(*backend, c);
+  m.init(3);
+  const Batch batch = make_batch(std::vector<int32_t>{1, 4, 5, 6, 7, 2, 1, 8, 4, 2}, {6, 4});
+  Evaluation a(Task::lm, {}), b(Task::lm, {});
+  a.add(m, batch);
+  b.add_log_probs(batch, m.log_probs(batch));
+  EXPECT_DOUBLE_EQ(b.units(), a.units());
+  EXPECT_NEAR(b.loss(), a.loss(), 1e-6 * a.loss());
 }
 
 TEST(Json, QuotesAndEscapes) {

@@ -36,8 +36,8 @@ namespace {
 // One JSON line per sequence of the batch (sequences first.. of the file, in the batch's order, which is the
 // file's): the log-probability of each target row (a language model's next tokens, a tagger's tags) or of
 // every class (a classifier), from the same inference pass as predict's.
-void write_log_probs(std::ostream& out, Model& model, const Batch& batch, int64_t first) {
-  const std::vector<float> lp = model.log_probs(batch);
+void write_log_probs(std::ostream& out, const Model& model, const Batch& batch, const std::vector<float>& lp,
+                     int64_t first) {
   const int64_t O = model.config().outputs();
   const bool classify = model.config().task == Task::classify;
   for (int b = 0; b < batch.packing.batch(); ++b) {
@@ -114,8 +114,14 @@ int cmd_eval(const Args& args) {
   int64_t done = 0;
   for (const SliceRange& s : eval_slices(file.offsets(), batching, 1, 0, framing_of(task))) {
     const Batch batch = load_batch(file, s);
-    ev.add(*model, batch);
-    if (dump_file) write_log_probs(dump, *model, batch, s.begin);
+    if (dump_file) {
+      // One inference pass for both: the log-probabilities written, and the evaluation's counts.
+      const std::vector<float> lp = model->log_probs(batch);
+      ev.add_log_probs(batch, lp);
+      write_log_probs(dump, *model, batch, lp, s.begin);
+    } else {
+      ev.add(*model, batch);
+    }
     progress.update(static_cast<double>(done += s.end - s.begin));
   }
   progress.finish();

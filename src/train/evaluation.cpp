@@ -80,10 +80,20 @@ void Evaluation::add(Model& model, const Batch& batch) {
     add_loss(model.evaluate(batch), double(batch.units()));
     return;
   }
+  add_log_probs(batch, model.log_probs(batch));
+}
+
+void Evaluation::add_log_probs(const Batch& batch, const std::vector<float>& lp) {
   const bool classify = task_ == Task::classify;
   const std::vector<int32_t>& truth = classify ? batch.labels : batch.targets;
   if (truth.empty()) throw InputError("the data to evaluate has no labels or tags");
-  const std::vector<float> lp = model.log_probs(batch);
+  if (task_ == Task::lm) {
+    const size_t V = lp.size() / std::max<size_t>(1, truth.size());
+    double nll = 0;
+    for (size_t r = 0; r < truth.size(); ++r) nll -= lp[r * V + size_t(truth[r])];
+    add_loss(nll, double(truth.size()));
+    return;
+  }
   const int C = classes();
   std::vector<int32_t> predicted(truth.size());
   double nll = 0;

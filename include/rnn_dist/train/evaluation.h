@@ -31,6 +31,9 @@ class Evaluation {
   // Adds one batch: a language model's evaluate(), or a classifier's or tagger's log_probs() against
   // the batch's labels or targets (one inference pass either way).
   void add(Model& model, const Batch& batch);
+  // The same from the batch's log-probabilities (Model::log_probs), computed once for something else too
+  // (eval --log-probs writes them): the loss of every task, and a classifier's or tagger's counts.
+  void add_log_probs(const Batch& batch, const std::vector<float>& log_probs);
   // Adds a loss summed over `units` terms computed elsewhere (stream mode).
   void add_loss(double loss_sum, double units);
 
