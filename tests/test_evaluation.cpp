@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 #include <sstream>
 #include <string>
@@ -143,6 +144,39 @@ TEST(Evaluation, TaggerPassMatchesTheModel) {
   from_lp.add_log_probs(batch, m.log_probs(batch));
   from_lp.add_log_probs(batch, m.log_probs(batch));
   EXPECT_EQ(from_lp.sums(), ev.sums());
+}
+
+// Known predictions through the counting code itself (issue 27 #7): rows of the confusion matrix are the
+// truth, columns the prediction, and every score follows, so a transposed matrix or a precision taken
+// along the wrong axis fails. Truth 0,1,2,2,2; predicted 1,1,0,2,2.
+TEST(Evaluation, ConfusionFromKnownPredictions) {
+  Evaluation ev(Task::classify, {"a", "b", "c"});
+  const std::vector<int32_t> labels = {0, 1, 2, 2, 2}, predicted = {1, 1, 0, 2, 2};
+  const Batch batch = make_batch(Task::classify, {1, 4, 2, 1, 5, 2, 1, 6, 2, 1, 7, 2, 1, 8, 2}, {3, 3, 3, 3, 3}, labels);
+  ASSERT_EQ(batch.labels, labels);  // equal lengths: batch order is input order
+  std::vector<float> lp(5 * 3, std::log(0.1f));
+  for (size_t b = 0; b < 5; ++b) lp[b * 3 + size_t(predicted[b])] = std::log(0.8f);
+  ev.add_log_probs(batch, lp);
+  EXPECT_EQ(ev.confusion(0, 1), 1);  // truth a, predicted b
+  EXPECT_EQ(ev.confusion(1, 0), 0);
+  EXPECT_EQ(ev.confusion(1, 1), 1);
+  EXPECT_EQ(ev.confusion(2, 0), 1);
+  EXPECT_EQ(ev.confusion(2, 2), 2);
+  EXPECT_DOUBLE_EQ(ev.accuracy(), 3.0 / 5);
+  const auto a = ev.class_scores(0), b = ev.class_scores(1), c = ev.class_scores(2);
+  EXPECT_DOUBLE_EQ(a.precision, 0);
+  EXPECT_DOUBLE_EQ(a.recall, 0);
+  EXPECT_DOUBLE_EQ(a.support, 1);
+  EXPECT_DOUBLE_EQ(b.precision, 0.5);
+  EXPECT_DOUBLE_EQ(b.recall, 1);
+  EXPECT_DOUBLE_EQ(b.support, 1);
+  EXPECT_DOUBLE_EQ(c.precision, 1);
+  EXPECT_DOUBLE_EQ(c.recall, 2.0 / 3);
+  EXPECT_DOUBLE_EQ(c.support, 3);
+  EXPECT_DOUBLE_EQ(b.f1, 2.0 / 3);
+  EXPECT_DOUBLE_EQ(c.f1, 0.8);
+  EXPECT_DOUBLE_EQ(ev.macro_f1(), (0 + 2.0 / 3 + 0.8) / 3);
+  EXPECT_NEAR(ev.loss(), -(3 * std::log(0.8f) + 2 * std::log(0.1f)) / 5, 1e-6);
 }
 
 // A language model's loss from its log-probabilities equals Model::evaluate's (float log-probabilities
