@@ -909,5 +909,33 @@ TEST(CpuPool, PoolsAndTheirGradients) {
     }
 }
 
+// Max pooling by hand (issue 27 #6), where the finite-difference check above cannot see it (forward and
+// backward share the argmax): each column's maximum over the sequence's own rows only, the last row
+// included, the first of equal values on a tie, and the gradient to that row alone.
+TEST(CpuPool, MaxPoolingByHand) {
+  const Packing packing = Packing::from_lengths(std::vector<int>{3, 2});
+  const int dim = 3;
+  // y[t][b] rows; sequence 0 (t = 0..2), sequence 1 (t = 0..1).
+  //   column 0: its maximum at the last row; column 1: a tie (t = 0 and 1); column 2: at the first row.
+  const double rows[3][2][3] = {{{1, 5, 9}, {0, 4, -1}}, {{2, 5, 3}, {7, 4, -2}}, {{8, 1, 2}, {0, 0, 0}}};
+  Vec<double> y(packing.rows() * dim, 0.0);
+  for (int t = 0; t < 3; ++t)
+    for (int b = 0; b < packing.batch(); ++b)
+      if (t < packing.lengths[b])
+        for (int k = 0; k < dim; ++k) y[packing.row(t, b) * dim + k] = rows[t][b][k];
+  Vec<double> out(2 * dim);
+  std::vector<int32_t> argmax(2 * dim, -1);
+  pool_forward<double>(y.data(), packing, dim, 1, Pool::max, out.data(), argmax.data());
+  EXPECT_EQ(out, (Vec<double>{8, 5, 9, 7, 4, -1}));
+  EXPECT_EQ(argmax, (std::vector<int32_t>{2, 0, 0, 1, 0, 0}));  // ties: the first row
+  const Vec<double> dout = {1, 2, 3, 4, 5, 6};
+  Vec<double> dy(y.size(), 99.0);
+  pool_backward<double>(dout.data(), packing, dim, 1, Pool::max, argmax.data(), dy.data());
+  Vec<double> want(y.size(), 0.0);
+  want[packing.row(2, 0) * dim + 0] = 1, want[packing.row(0, 0) * dim + 1] = 2, want[packing.row(0, 0) * dim + 2] = 3;
+  want[packing.row(1, 1) * dim + 0] = 4, want[packing.row(0, 1) * dim + 1] = 5, want[packing.row(0, 1) * dim + 2] = 6;
+  EXPECT_EQ(dy, want);
+}
+
 }  // namespace
 }  // namespace rnn_dist::cpu
