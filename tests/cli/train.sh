@@ -125,7 +125,13 @@ done
 # --accumulate K: K micro-batches per step, one all-reduce, equal to the K times larger batch: 1 rank of 4 x 3
 # and 2 ranks of 2 x 3 give the parameters of 1 rank of 12 after 20 steps; the plan is the big batch's, so
 # a run accumulating resumes without accumulating (12 steps of 4 x 3, then 8 of 12). Stream mode refuses it.
-"$BUILD/rnn_dist" train $A --batch-size 4 --accumulate 3 --checkpoint-dir a1 > log.a1 2>&1 || bad "accumulate, 1 rank: $(tail -1 log.a1)"
+"$BUILD/rnn_dist" train $A --batch-size 4 --accumulate 3 --checkpoint-dir a1 --metrics a1.jsonl > log.a1 2>&1 \
+  || bad "accumulate, 1 rank: $(tail -1 log.a1)"
+# The loss logged for K micro-batches is the whole batch's, not one micro-batch's (issue 27 #2).
+losses() { grep '"kind":"train"' "$1" | sed 's/.*"step":\([0-9]*\),.*"loss":\([0-9.e+-]*\),.*/\1 \2/'; }
+paste <(losses m.jsonl) <(losses a1.jsonl) | awk 'NF == 4 && $1 == $3 { n++; d = $2 - $4; if (d < 0) d = -d; if (d > 1e-5 * $2) bad++ }
+  END { exit !(n >= 4 && !bad) }' && ok "--accumulate 3: the logged loss of every step equals the batch of 12's" \
+  || bad "accumulate loss: $(paste <(losses m.jsonl) <(losses a1.jsonl) | head -4)"
 grep -q "(3 micro-batches per step)" log.a1 && same_params c1/step-00000020.h5 a1/step-00000020.h5 "--accumulate 3 x 4, 1 rank, vs a batch of 12" \
   || bad "accumulate: $(head -2 log.a1)"
 mpirun --oversubscribe -np 2 "$BUILD/rnn_dist" train $A --batch-size 2 --accumulate 3 --checkpoint-dir a2 > log.a2 2>&1 \
