@@ -80,6 +80,18 @@ TEST(Schedule, ConstantStepCosineWarmupPlateau) {
   EXPECT_FLOAT_EQ(plateau.lr(0, 1), 1.0f);
   plateau.on_validation(1.6);  // no improvement
   EXPECT_FLOAT_EQ(plateau.lr(0, 1), 0.25f);
+  // Decays compound (issue 27 #3): two more non-improving validations make 0.25^3, an improvement keeps it.
+  plateau.on_validation(1.5);  // equal is no improvement
+  plateau.on_validation(1.7);
+  EXPECT_FLOAT_EQ(plateau.lr(0, 1), 0.25f * 0.25f * 0.25f);
+  plateau.on_validation(1.4);
+  EXPECT_FLOAT_EQ(plateau.lr(0, 1), 0.25f * 0.25f * 0.25f);
+  // A schedule rebuilt from a checkpoint's fields (the trainer's --resume) goes on from there.
+  LrSchedule resumed({"plateau", 0.25f}, 1.0f, 100);
+  resumed.plateau_factor = plateau.plateau_factor;
+  resumed.best_loss = plateau.best_loss;
+  resumed.on_validation(1.45);
+  EXPECT_FLOAT_EQ(resumed.lr(0, 1), 0.25f * 0.25f * 0.25f * 0.25f);
   EXPECT_THROW(LrSchedule({"linear"}, 1.0f, 1), InputError);
   EXPECT_THROW(LrSchedule({"step", 1.5f}, 1.0f, 1), InputError);
 }

@@ -78,6 +78,22 @@ grep '"kind":"valid","step":25' pa.jsonl | grep -q '"inside_epoch":true' && grep
 rows=$(grep -o '"kind":"epoch","epoch":1,"step":30,"rows":[0-9]*' pfull.jsonl)
 [ -n "$rows" ] && grep -q "$rows" pb.jsonl && ok "the resumed run's metrics: $rows" || bad "epoch record after resume: '$rows' / $(grep epoch pb.jsonl | head -2)"
 
+# Plateau decays compound and survive a resume (issue 27 #3): with a learning rate too small to change the
+# accuracy, every validation after the first fails to improve: epochs 3 and 4 train at lr x 0.5 and 0.25,
+# and the last checkpoint holds the factor of three decays, 0.125; stopping after epoch 2 and resuming
+# gives the same rates, factor and parameters.
+Q="$C --pool last --valid cls/valid.h5 --batch-size 24 --epochs 4 --select-by accuracy --lr-schedule plateau --lr 1e-9 --log-every 30"
+"$BUILD/rnn_dist" train $Q --checkpoint-dir qfull --metrics qfull.jsonl > log.qfull 2>&1 || bad "plateau x3: $(tail -1 log.qfull)"
+"$BUILD/rnn_dist" train $Q --max-steps 60 --checkpoint-dir qpart --metrics qpart.jsonl > log.qa 2>&1 || bad "plateau x3, part 1: $(tail -1 log.qa)"
+"$BUILD/rnn_dist" train $Q --checkpoint-dir qpart --metrics qpart.jsonl --resume > log.qb 2>&1 || bad "plateau x3, resumed: $(tail -1 log.qb)"
+rates() { grep '"kind":"train"' "$1" | sed 's/.*"step":\([0-9]*\),.*"lr":\([0-9.e+-]*\),.*/\1 \2/' | sort -un | tr '\n' ' '; }
+want="30 1e-09 60 1e-09 90 5e-10 120 2.5e-10 "
+factor() { h5dump -a /plateau_factor "$1" | sed -n 's/^ *(0): //p'; }
+[ "$(rates qfull.jsonl)" = "$want" ] && [ "$(rates qpart.jsonl)" = "$want" ] && [ "$(factor qfull/step-00000120.h5)" = 0.125 ] \
+  && [ "$(factor qpart/step-00000120.h5)" = 0.125 ] && h5diff qfull/step-00000120.h5 qpart/step-00000120.h5 /model > /dev/null \
+  && ok "plateau: decays compound (lr x 0.5^k, factor 0.125 after three), and a resume after epoch 2 keeps them, bitwise" \
+  || bad "plateau x3: full '$(rates qfull.jsonl)' $(factor qfull/step-00000120.h5), resumed '$(rates qpart.jsonl)' $(factor qpart/step-00000120.h5), want '$want'"
+
 # N ranks = 1 rank, and resume, for a classifier (max pooling) and a tagger.
 same_params() {  # $1 = reference checkpoint, $2 = other, $3 = what
   if h5diff -d 1e-5 "$1" "$2" /model > diff.out 2>&1; then ok "$3: parameters equal within 1e-5"
