@@ -27,4 +27,12 @@ inline float from_bf16(Bf16 b) {
   return x;
 }
 
+// One hop of the bfloat16 all-reduce: inout[i] = in[i] + inout[i], added in fp32 and rounded to bfloat16
+// (the MPI user-defined operation of --allreduce-dtype bf16 is this loop). The fp32 sum of two bfloat16
+// values rounds them at most once more where the result cannot be a bfloat16 tie, so each hop is the
+// nearest bfloat16 to the exact sum.
+inline void bf16_accumulate(const Bf16* in, Bf16* inout, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) inout[i] = to_bf16(from_bf16(in[i]) + from_bf16(inout[i]));
+}
+
 }  // namespace rnn_dist
