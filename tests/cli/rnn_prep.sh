@@ -240,6 +240,35 @@ rc=0
 "$PREP" --input ner.conll --output-dir ner2 --format conll --tokenizer char > /dev/null 2> err.txt || rc=$?
 check "conll with --tokenizer char -> exit 2" test "$rc:$(grep -c 'conll takes the file' err.txt)" = "2:1"
 
+# A tagged record cut by --max-len (issue 27 #1): every piece's tags are its tokens' own, position by
+# position (token wK has tag T(K mod 3)), and the framing positions carry none.
+for k in $(seq 0 22); do echo "w$k T$((k % 3))"; done > long.conll
+echo >> long.conll
+rc=0
+"$PREP" --input long.conll --output-dir cut --format conll --valid-fraction 0 --max-len 7 > cut.sum 2> err.txt || rc=$?
+PYH=; for p in /usr/bin/python3 python3; do command -v $p > /dev/null && $p -c "import h5py" 2> /dev/null && { PYH=$p; break; }; done
+if [ $rc -eq 0 ] && [ -n "$PYH" ]; then
+  check "conll cut by --max-len: each piece's tags are its tokens'" "$PYH" - cut/train.h5 <<'PY'
+import sys, h5py
+f = h5py.File(sys.argv[1], "r")
+vocab = [v.decode() for v in f["vocab"][()]]
+tags = [v.decode() for v in f["label_vocab"][()]]
+tok, tg, off = f["tokens"][()], f["tags"][()], f["offsets"][()]
+pieces, seen = len(off) - 1, 0
+assert pieces > 3, pieces
+for p in range(pieces):
+    t, g = tok[off[p]:off[p + 1]], tg[off[p]:off[p + 1]]
+    assert g[0] == -1 and g[-1] == -1, (p, list(g))
+    for token, tag in zip(t[1:-1], g[1:-1]):
+        k = int(vocab[token][1:])
+        assert tags[tag] == f"T{k % 3}", (p, vocab[token], tags[tag])
+        seen += 1
+assert seen == 23, seen
+PY
+else
+  check "conll cut by --max-len (needs python3 with h5py to read the pieces)" test $rc -eq 0
+fi
+
 # The summary on a full device: exit 1 with the reason (the files themselves are written).
 rc=0
 "$PREP" --input fortunes.txt --output-dir full-out --format records >/dev/full 2>err.txt || rc=$?
