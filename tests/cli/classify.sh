@@ -179,6 +179,45 @@ printf 'in acme. on\n' > punct2.txt
 "$BUILD/rnn_dist" predict --checkpoint pk/step-00000040.h5 --input punct2.txt --output p2l.jsonl --device cpu > /dev/null 2> err \
   && grep -q '"tokens":\["in","acme",".","on"\],"unknown":\[2\]' p2l.jsonl \
   && ok "an unknown whole token with a known piece: cut (\"acme.\" -> acme .)" || bad "acme.: $(cat err p2l.jsonl)"
+# A tagger's per-token probabilities (issue 27 #5): predict on the test split's sentences (written back as
+# CoNLL in file order) gives, wherever its tag is the true one, the probability eval --log-probs gives
+# that tag, within 1e-5.
+if python_with h5py numpy > /dev/null; then
+  "$BUILD/rnn_dist" eval --checkpoint tb/best.h5 --data tag/test.h5 --device cpu --log-probs tlp.jsonl > /dev/null 2>&1 \
+    || bad "tagger eval --log-probs"
+  "$PY" - tag/test.h5 > tsents.conll <<'PY'
+import sys, h5py
+f = h5py.File(sys.argv[1], "r")
+vocab = [v.decode() for v in f["vocab"][()]]
+tok, off = f["tokens"][()], f["offsets"][()]
+for s in range(len(off) - 1):
+    print("\n".join(vocab[t] for t in tok[off[s] + 1:off[s + 1] - 1]) + "\n")
+PY
+  "$BUILD/rnn_dist" predict --checkpoint tb/best.h5 --input tsents.conll --format conll --output tpred.jsonl --device cpu \
+    > /dev/null 2> err || bad "tagger predict: $(cat err)"
+  "$PY" - tag/test.h5 tlp.jsonl tpred.jsonl <<'PY' 2> py.err && ok "tagger: predict's probabilities are eval --log-probs' ($(cat py.err))" \
+    || bad "tagger probabilities: $(tail -2 py.err)"
+import json, math, sys, h5py
+f = h5py.File(sys.argv[1], "r")
+tags = [v.decode() for v in f["label_vocab"][()]]
+tg, off = f["tags"][()], f["offsets"][()]
+lps = [json.loads(l)["log_probs"] for l in open(sys.argv[2])]
+preds = [json.loads(l) for l in open(sys.argv[3])]
+assert len(lps) == len(preds) == len(off) - 1
+compared = 0
+for s, (lp, p) in enumerate(zip(lps, preds)):
+    truth = [tags[t] for t in tg[off[s] + 1:off[s + 1] - 1]]
+    assert len(truth) == len(lp) == len(p["tags"]) == len(p["probs"]), s
+    for k, (want, got, prob, l) in enumerate(zip(truth, p["tags"], p["probs"], lp)):
+        if got == want:
+            assert abs(math.exp(l) - prob) <= 1e-5, (s, k, math.exp(l), prob)
+            compared += 1
+assert compared > 0.8 * sum(len(x) for x in lps), compared
+print(f"{compared} tokens compared", file=sys.stderr)
+PY
+else
+  echo "skip: the tagger's probabilities against eval --log-probs (no python3 with h5py and numpy)"
+fi
 printf 'good\n\377bad\n' > badutf.txt
 "$BUILD/rnn_dist" predict --checkpoint cb/best.h5 --input badutf.txt --output badpred.jsonl --device cpu > out 2> err
 [ $? -eq 2 ] && [ "$(wc -l < err)" -eq 1 ] && grep -q "badutf.txt: invalid UTF-8 at byte offset 5" err && [ ! -e badpred.jsonl ] \
