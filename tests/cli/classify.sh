@@ -94,6 +94,21 @@ factor() { h5dump -a /plateau_factor "$1" | sed -n 's/^ *(0): //p'; }
   && ok "plateau: decays compound (lr x 0.5^k, factor 0.125 after three), and a resume after epoch 2 keeps them, bitwise" \
   || bad "plateau x3: full '$(rates qfull.jsonl)' $(factor qfull/step-00000120.h5), resumed '$(rates qpart.jsonl)' $(factor qpart/step-00000120.h5), want '$want'"
 
+# best.h5 survives a resume (issue 27 #4): a run whose best validation (step 60) comes before the stop
+# and whose next one (step 90) is worse keeps step 60's best.h5 when resumed, as the run that never
+# stopped does: the best objective is restored, not forgotten.
+R="$C --pool last --valid cls/valid.h5 --batch-size 24 --epochs 3 --lr 0.1"
+"$BUILD/rnn_dist" train $R --checkpoint-dir bfull --metrics bfull.jsonl > log.bfull 2>&1 || bad "best.h5 run: $(tail -1 log.bfull)"
+"$BUILD/rnn_dist" train $R --max-steps 60 --checkpoint-dir bpart > log.bpa 2>&1 || bad "best.h5 run, part 1: $(tail -1 log.bpa)"
+"$BUILD/rnn_dist" train $R --checkpoint-dir bpart --resume > log.bpb 2>&1 || bad "best.h5 run, resumed: $(tail -1 log.bpb)"
+vloss() { grep '"kind":"valid","step":'"$2"',' "$1" | sed 's/.*"loss":\([0-9.e+-]*\),.*/\1/'; }
+awk -v a="$(vloss bfull.jsonl 60)" -v b="$(vloss bfull.jsonl 90)" 'BEGIN { exit !(a != "" && b > a) }' \
+  || bad "best.h5 resume: the precondition failed (valid loss at 60 '$(vloss bfull.jsonl 60)', at 90 '$(vloss bfull.jsonl 90)')"
+h5dump -a /step bfull/best.h5 | grep -q "(0): 60$" && h5dump -a /step bpart/best.h5 | grep -q "(0): 60$" \
+  && h5diff bfull/best.h5 bpart/best.h5 /model > /dev/null \
+  && ok "best.h5 across --resume: step 60 (the best before the stop; step 90 is worse), the uninterrupted run's" \
+  || bad "best.h5 across resume: $(h5dump -a /step bfull/best.h5 | grep '(0)') vs $(h5dump -a /step bpart/best.h5 | grep '(0)')"
+
 # N ranks = 1 rank, and resume, for a classifier (max pooling) and a tagger.
 same_params() {  # $1 = reference checkpoint, $2 = other, $3 = what
   if h5diff -d 1e-5 "$1" "$2" /model > diff.out 2>&1; then ok "$3: parameters equal within 1e-5"
