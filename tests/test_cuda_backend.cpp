@@ -395,6 +395,29 @@ TEST_F(CudaBackendTest, PoolingMatchesTheCpu) {
   }
 }
 
+// Max pooling by hand on the GPU too (issue 27 #6): the maximum at a sequence's last row, a tie taking the
+// first row, the gradient to that row alone (the data of test_cpu_kernels' MaxPoolingByHand).
+TEST_F(CudaBackendTest, MaxPoolingByHand) {
+  const Packing packing = Packing::from_lengths(std::vector<int>{3, 2});
+  const int dim = 3;
+  const double rows[3][2][3] = {{{1, 5, 9}, {0, 4, -1}}, {{2, 5, 3}, {7, 4, -2}}, {{8, 1, 2}, {0, 0, 0}}};
+  std::vector<float> y(packing.rows() * dim, 0.0f);
+  for (int t = 0; t < 3; ++t)
+    for (int b = 0; b < packing.batch(); ++b)
+      if (t < packing.lengths[b])
+        for (int k = 0; k < dim; ++k) y[packing.row(t, b) * dim + k] = static_cast<float>(rows[t][b][k]);
+  DeviceVector<float> gy(*gpu_, y), gout(*gpu_, nans(2 * dim)), gdout(*gpu_, {1, 2, 3, 4, 5, 6}), gdy(*gpu_, nans(y.size()));
+  DeviceVector<int32_t> gargmax(*gpu_, std::vector<int32_t>(2 * dim, kSentinel));
+  gpu_->pool_forward(gy.get(), packing, dim, 1, Pool::max, gout.get(), gargmax.get());
+  gpu_->pool_backward(gdout.get(), packing, dim, 1, Pool::max, gargmax.get(), gdy.get());
+  EXPECT_EQ(gout.host(), (std::vector<float>{8, 5, 9, 7, 4, -1}));
+  EXPECT_EQ(gargmax.host(), (std::vector<int32_t>{2, 0, 0, 1, 0, 0}));
+  std::vector<float> want(y.size(), 0.0f);
+  want[packing.row(2, 0) * dim + 0] = 1, want[packing.row(0, 0) * dim + 1] = 2, want[packing.row(0, 0) * dim + 2] = 3;
+  want[packing.row(1, 1) * dim + 0] = 4, want[packing.row(0, 1) * dim + 1] = 5, want[packing.row(0, 1) * dim + 2] = 6;
+  EXPECT_EQ(gdy.host(), want);
+}
+
 ModelConfig model_config() {
   ModelConfig c;
   c.vocab = 11;  // 11 x 6 embedding floats: the LSTM region starts unaligned, which the GPU LSTM must handle
