@@ -6,7 +6,9 @@
 # dumps allowed, and keeps the whole output of every run that does not end with exit 0 (Open MPI prints
 # the crashing process's backtrace there) under OUT (default ./srun-loop). Not a ctest test: a diagnosis to
 # run by hand, as root: bash tests/cluster/srun_loop.sh build [RUNS] [OUT] [MODE]. Prints "N of RUNS runs
-# failed".
+# failed". Found with it (under load: two busy loops beside it, MODE sbatch, run 12): a NULL call from
+# mca_btl_tcp's active-message dispatch inside PMPI_Init_thread of `rnn_dist check`, a TCP fragment that
+# reached a rank before its PML registered the tag: Open MPI 4.1.4's race under srun's PMIx fence.
 NODES=2
 OUT_DIR=$(mkdir -p "${3:-srun-loop}" && cd "${3:-srun-loop}" && pwd)
 RUNS=${2:-50}
