@@ -203,16 +203,16 @@ double input_bytes(const Options& o) {
 // A classification label as the model names its class: surrounding ASCII whitespace and a leading UTF-8
 // byte-order mark stripped (they would make look-alike classes); control characters (a tab, a newline)
 // are refused, since they break every table and file that lists the labels.
-// `where` names it in errors ("file: line 3", or a --label-from-file input's "file: its name").
-std::string_view clean_label(std::string_view label, const std::string& where) {
+// Errors name `path` and `line`, or with line 0 the file's name (a --label-from-file input's label).
+std::string_view clean_label(std::string_view label, const std::string& path, int64_t line) {
   if (label.starts_with("\xEF\xBB\xBF")) label.remove_prefix(3);
-  auto space = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f'; };
-  while (!label.empty() && space(label.front())) label.remove_prefix(1);
-  while (!label.empty() && space(label.back())) label.remove_suffix(1);
-  if (label.empty()) throw InputError(cat(where, ": the label is empty (or only whitespace)"));
+  while (!label.empty() && is_ascii_space(label.front())) label.remove_prefix(1);
+  while (!label.empty() && is_ascii_space(label.back())) label.remove_suffix(1);
+  auto where = [&] { return line > 0 ? cat(path, ": line ", line) : cat(path, ": its name"); };
+  if (label.empty()) throw InputError(cat(where(), ": the label is empty (or only whitespace)"));
   for (unsigned char c : label)
     if (c < 0x20 || c == 0x7f)
-      throw InputError(cat(where, ": the label holds control character 0x", std::hex, int(c), std::dec,
+      throw InputError(cat(where(), ": the label holds control character 0x", std::hex, int(c), std::dec,
                            ", which no label may"));
   return label;
 }
@@ -260,8 +260,7 @@ Read for_each_record(const Options& o, const char* what, F&& f) {
     Record r;
     while (reader.next(r)) {
       std::string_view label = o.label_from_file ? std::string_view(file_label) : r.label;
-      if (o.task == Task::classify)
-        label = clean_label(label, o.label_from_file ? cat(path, ": its name") : cat(path, ": line ", r.line));
+      if (o.task == Task::classify) label = clean_label(label, path, o.label_from_file ? 0 : r.line);
       f(r, TextSource{path, r.offset}, split_of(o, index++), label);
       progress.update(static_cast<double>(bytes + reader.bytes_read()));
     }
@@ -325,7 +324,7 @@ int run(const Options& o) {
     std::map<std::string, std::string> seen;
     for (const auto& path : o.inputs) {
       const std::string name = std::filesystem::path(path).filename().string();
-      const auto [it, fresh] = seen.emplace(std::string(clean_label(name, cat(path, ": its name"))), path);
+      const auto [it, fresh] = seen.emplace(std::string(clean_label(name, path, 0)), path);
       if (!fresh && !std::filesystem::equivalent(it->second, path))
         throw InputError(cat("--label-from-file: ", it->second, " and ", path, " have the same base name '", it->first,
                              "', which names their class: rename one"));

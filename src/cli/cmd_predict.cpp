@@ -35,12 +35,11 @@ struct Pending {
 
 // Runs of text between ASCII whitespace, as a CoNLL file gives its tokens one per line.
 std::vector<std::string_view> split_whitespace(std::string_view text) {
-  auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; };
   std::vector<std::string_view> out;
   for (size_t i = 0; i < text.size();) {
-    while (i < text.size() && space(text[i])) ++i;
+    while (i < text.size() && is_ascii_space(text[i])) ++i;
     size_t j = i;
-    while (j < text.size() && !space(text[j])) ++j;
+    while (j < text.size() && !is_ascii_space(text[j])) ++j;
     if (j > i) out.push_back(text.substr(i, j - i));
     i = j;
   }

@@ -202,9 +202,11 @@ std::string Evaluation::table(int rows, bool confusion) const {
   // The classes by support, largest first (ties in label order), as many as `rows` allows.
   std::vector<int> order(static_cast<size_t>(classes()));
   std::iota(order.begin(), order.end(), 0);
-  if (rows > 0 && rows < classes())
-    std::stable_sort(order.begin(), order.end(),
-                     [&](int a, int b) { return class_scores(a).support > class_scores(b).support; });
+  if (rows > 0 && rows < classes()) {
+    std::vector<double> support(order.size());
+    for (int c = 0; c < classes(); ++c) support[size_t(c)] = class_scores(c).support;
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return support[size_t(a)] > support[size_t(b)]; });
+  }
   const int shown = rows > 0 ? std::min(rows, classes()) : classes();
   for (int k = 0; k < shown; ++k) {
     const int c = order[static_cast<size_t>(k)];

@@ -34,6 +34,8 @@ size_t find_invalid_utf8(std::string_view s);
 // s with every maximal ill-formed subpart replaced by U+FFFD.
 std::string replace_invalid_utf8(std::string_view s);
 void append_utf8(std::string& out, char32_t cp);
+// Whitespace in ASCII: space, tab, line feed, carriage return, vertical tab, form feed.
+inline bool is_ascii_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
 // Columns a terminal gives UTF-8 text: 2 for East Asian wide and fullwidth characters, 0 for combining
 // marks and zero-width characters, 1 otherwise (an ill-formed byte too), for aligning tables.
 size_t display_width(std::string_view s);

@@ -31,7 +31,6 @@ class AtomicFile {
   const std::string& temp_path() const { return temp_; }
   // The file that commit() replaces: the path given, or the last target of the link it names.
   const std::string& final_path() const { return final_; }
-  bool written_through() const { return through_; }
   // How to open temp_path() with std::ofstream: appending to a stream (the shell may have opened standard
   // output with >>), truncating a temporary.
   std::ios::openmode open_mode() const {
