@@ -309,11 +309,11 @@ int main(int argc, char** argv) try {
   topo.world->barrier();
   const int64_t syncs0 = backend->host_syncs();
   const auto start = Clock::now();
-  ReadAhead reader([&](int64_t k) { return load_batch(file, slice_of(static_cast<int>(k))); });
+  ReadAhead reader([&](int64_t k) { return StepBatch{load_batch(file, slice_of(static_cast<int>(k))), {}}; });
   reader.request(0);
   for (int k = 0; k < o.steps; ++k) {
     auto w0 = Clock::now();
-    const Batch b = reader.take();
+    const Batch b = reader.take().batch;
     t_wait += seconds(w0, Clock::now());
     if (k + 1 < o.steps) reader.request(k + 1);
     max_rows = std::max(max_rows, b.tokens());

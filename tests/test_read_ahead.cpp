@@ -17,10 +17,10 @@
 namespace rnn_dist {
 namespace {
 
-// A batch that names its step: inputs = {k}.
-Batch batch_of(int64_t k) {
-  Batch b;
-  b.inputs = {static_cast<int32_t>(k)};
+// A step's batch that names its step: inputs = {k}.
+StepBatch batch_of(int64_t k) {
+  StepBatch b;
+  b.batch.inputs = {static_cast<int32_t>(k)};
   return b;
 }
 
@@ -28,7 +28,7 @@ TEST(ReadAhead, ReturnsTheRequestedStepsInTurn) {
   ReadAhead reader(batch_of);
   for (int64_t k : {3, 4, 0, 7}) {
     reader.request(k);
-    EXPECT_EQ(reader.take().inputs, std::vector<int32_t>{static_cast<int32_t>(k)});
+    EXPECT_EQ(reader.take().batch.inputs, std::vector<int32_t>{static_cast<int32_t>(k)});
   }
 }
 
@@ -46,7 +46,7 @@ TEST(ReadAhead, LoadsOnAnotherThreadWhileTheCallerGoesOn) {
   });
   reader.request(5);
   release.set_value();
-  EXPECT_EQ(reader.take().inputs, std::vector<int32_t>{5});
+  EXPECT_EQ(reader.take().batch.inputs, std::vector<int32_t>{5});
   EXPECT_NE(loader.load(), std::this_thread::get_id());
 }
 
@@ -58,7 +58,7 @@ TEST(ReadAhead, ALoadErrorReachesTakeAndTheReaderGoesOn) {
   reader.request(2);
   EXPECT_EQ(input_error([&] { reader.take(); }), "data.h5: sequence 2 is damaged");
   reader.request(3);
-  EXPECT_EQ(reader.take().inputs, std::vector<int32_t>{3});
+  EXPECT_EQ(reader.take().batch.inputs, std::vector<int32_t>{3});
 }
 
 TEST(ReadAhead, MisuseIsRefused) {
@@ -66,7 +66,7 @@ TEST(ReadAhead, MisuseIsRefused) {
   EXPECT_THROW(reader.take(), Error);
   reader.request(1);
   EXPECT_THROW(reader.request(2), Error);  // the batch of step 1 has not been taken
-  EXPECT_EQ(reader.take().inputs, std::vector<int32_t>{1});
+  EXPECT_EQ(reader.take().batch.inputs, std::vector<int32_t>{1});
 }
 
 TEST(ReadAhead, IdleAndTheDestructorWaitForTheLoadInProgress) {
@@ -81,7 +81,7 @@ TEST(ReadAhead, IdleAndTheDestructorWaitForTheLoadInProgress) {
     reader.request(8);
     reader.idle();
     EXPECT_EQ(finished.load(), 1);
-    EXPECT_EQ(reader.take().inputs, std::vector<int32_t>{8});  // idle() leaves the batch for take()
+    EXPECT_EQ(reader.take().batch.inputs, std::vector<int32_t>{8});  // idle() leaves the batch for take()
     reader.request(9);
   }  // destroyed while step 9 loads
   EXPECT_EQ(finished.load(), 2);

@@ -7,7 +7,7 @@
 
 namespace rnn_dist {
 
-ReadAhead::ReadAhead(std::function<Batch(int64_t)> load) : load_(std::move(load)), thread_([this] { serve(); }) {}
+ReadAhead::ReadAhead(std::function<StepBatch(int64_t)> load) : load_(std::move(load)), thread_([this] { serve(); }) {}
 
 ReadAhead::~ReadAhead() {
   {
@@ -27,12 +27,12 @@ void ReadAhead::request(int64_t k) {
   cv_.notify_all();
 }
 
-Batch ReadAhead::take() {
+StepBatch ReadAhead::take() {
   std::unique_lock lock(m_);
   cv_.wait(lock, [&] { return !want_; });
   if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
   if (!ready_) throw Error("ReadAhead: take() without a request");
-  Batch b = std::move(*ready_);
+  StepBatch b = std::move(*ready_);
   ready_.reset();
   return b;
 }
@@ -49,7 +49,7 @@ void ReadAhead::serve() {
     if (!want_) return;  // quit, with nothing left to load
     const int64_t k = *want_;
     lock.unlock();
-    std::optional<Batch> batch;
+    std::optional<StepBatch> batch;
     std::exception_ptr error;
     try {
       batch = load_(k);

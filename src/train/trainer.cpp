@@ -186,6 +186,7 @@ class Trainer {
   Buffer step_scalars_;
   double total_tokens_ = 0;
   int64_t bad_steps_ = 0, bad_in_a_row_ = 0;
+  int64_t saved_step_ = -1;  // the step of the last checkpoint written (-1: none in this run)
   int64_t first_step_ = 0;  // pos_.step when this run's training began (after a resume: the checkpoint's)
   // The epoch in progress: this rank's rows in this run, and all ranks' before it (a resumed run's, from
   // its checkpoint; -1 when an older checkpoint did not record them).
@@ -512,6 +513,7 @@ void Trainer::save() {
   arm("the barrier after a checkpoint", lead_ ? 0.0 : kCheckpointWriteAllowance);
   topo_.world->barrier();
   disarm();
+  saved_step_ = pos_.step;
 }
 
 void Trainer::save_best(double objective) {
@@ -632,7 +634,11 @@ int Trainer::run() {
   float* cs = c_.batching == "stream" ? state_.data() + c_offset() : nullptr;
   start_ = last_log_ = Clock::now();
   first_step_ = pos_.step;
-  ReadAhead reader([this](int64_t k) { return source_->load(k); });
+  ReadAhead reader([this](int64_t k) {
+    StepBatch s{source_->load(k), {}};
+    if (c_.accumulate > 1) s.parts = split_batch(s.batch, c_.accumulate);
+    return s;
+  });
 
   // A resumed run continues inside the epoch it stopped in; a finished epoch moves on to the next, after
   // the validation its checkpoint was written before.
@@ -656,7 +662,8 @@ int Trainer::run() {
     for (int64_t k = first_k; k < steps_per_epoch && pos_.step < total_steps_; ++k) {
       injected_failure(topo_.world_rank(), pos_.step + 1);
       auto t0 = Clock::now();
-      Batch batch = reader.take();
+      const StepBatch loaded = reader.take();
+      const Batch& batch = loaded.batch;
       if (k + 1 < steps_per_epoch) reader.request(k + 1);
       auto t1 = Clock::now();
       const int64_t syncs_before = backend.host_syncs();
@@ -673,10 +680,10 @@ int Trainer::run() {
       // Only the last one's backward pass makes gradients final, and overlaps the all-reduce.
       const float scale = source_->gradient_scale(k);
       const uint64_t seed = mix_seed(mix_seed(c_.seed, pos_.step), topo_.world_rank());
-      if (c_.accumulate == 1) {
+      if (loaded.parts.empty()) {
         model.forward_backward_into(scalars, batch, scale, seed, h, cs, h, cs, &*reducer_);
       } else {
-        const std::vector<Batch> micro = split_batch(batch, c_.accumulate);
+        const std::vector<Batch>& micro = loaded.parts;
         for (size_t m = 0; m < micro.size(); ++m)
           model.forward_backward_into(scalars, micro[m], scale, m == 0 ? seed : mix_seed(seed, m), nullptr, nullptr,
                                       nullptr, nullptr, m + 1 == micro.size() ? &*reducer_ : nullptr);
@@ -779,22 +786,20 @@ int Trainer::run() {
         check_metrics();
       }
     }
-    // The epoch's checkpoint before its validation, so that an error there loses no training; a run
-    // resumed from it validates that epoch first. The plateau schedule learns from the validation: then
-    // the checkpoint is written again, validated. A run that stops inside the epoch (--max-steps) reports
-    // a validation there, but it steers neither best.h5 nor the schedule: the run resumed from here
-    // decides at the epoch's end exactly as the run that never stopped.
+    // The epoch's checkpoint, once, before its validation, so that an error there loses no training: a
+    // run resumed from it validates that epoch first, which redoes what the validation changes (best.h5,
+    // the plateau schedule) exactly. A run that stops inside the epoch (--max-steps) reports a validation
+    // there, but it steers neither best.h5 nor the schedule: the run resumed from here decides at the
+    // epoch's end exactly as the run that never stopped.
     if (valid_ && epoch_end && !c_.checkpoint_dir.empty()) {
       pos_.validated = false;
       save();
       pos_.validated = true;
     }
-    if (valid_) {
-      report_eval("valid", *valid_, epoch, epoch_end);
-      if (epoch_end && c_.schedule.kind == "plateau" && pos_.step < total_steps_) save();
-    }
+    if (valid_) report_eval("valid", *valid_, epoch, epoch_end);
   }
-  save();
+  // Unless the last epoch's checkpoint, just written, is already the final one.
+  if (saved_step_ != pos_.step) save();
   if (test_) report_eval("test", *test_, pos_.epoch);
   if (lead_) {
     const double total = t_wait_ + t_compute_ + t_allreduce_ + t_update_;

@@ -79,6 +79,26 @@ mpirun --oversubscribe -np 3 "$BUILD/rnn_dist" train $B12 $S --batch-size 4 --ch
 "$BUILD/rnn_dist" train $A $S --batch-size 12 --resume --checkpoint-dir rs > log.rs1 2>&1 || bad "resume stream np1: $(tail -1 log.rs1)"
 grep -q "resumed from rs/step-00000012.h5" log.rs1 && same_params s1/step-00000020.h5 rs/step-00000020.h5 "stream, 3 ranks then 1 on resume" \
   || bad "stream resume with another rank count: $(head -3 log.rs1)"
+# Each epoch's checkpoint is written once, before its validation (it was written again after it: at the
+# last epoch, and at every epoch with --lr-schedule plateau), counted in rename(2) calls under strace. The
+# resumed run validates that epoch again, which redoes the schedule's decision: 2 epochs, then --resume
+# to 3, equal 3 epochs bitwise, plateau's learning rate included.
+W="$M --hidden 32 --batch-size 12 --valid data/valid.h5 --log-every 100 --lr 1 --lr-schedule"
+for sched in constant plateau; do
+  strace -f -qq -e trace=rename,renameat,renameat2 -o trace.$sched "$BUILD/rnn_dist" train $W $sched --epochs 2 \
+    --checkpoint-dir w-$sched > log.w 2>&1 || bad "strace train ($sched): $(tail -1 log.w)"
+  writes=$(grep -o '"w-[a-z]*/step-[0-9]*\.h5"' trace.$sched | sort | uniq -c | awk '{ print $1 }' | sort -u | tr '\n' ' ')
+  steps=$(grep -c '"w-[a-z]*/step-[0-9]*\.h5"' trace.$sched)
+  [ "$writes" = "1 " ] && [ "$steps" -eq 2 ] && ok "--lr-schedule $sched: each of 2 epochs' checkpoints written once" \
+    || bad "--lr-schedule $sched: checkpoint writes per file '$writes', $steps in all: $(grep step- trace.$sched)"
+done
+"$BUILD/rnn_dist" train $W plateau --epochs 3 --checkpoint-dir w-p3 > log.w3 2>&1 || bad "plateau 3 epochs: $(tail -1 log.w3)"
+"$BUILD/rnn_dist" train $W plateau --epochs 3 --checkpoint-dir w-plateau --resume > log.wr 2>&1 || bad "plateau resume: $(tail -1 log.wr)"
+last=$(ls w-p3/step-*.h5 | tail -1)
+grep -q "^epoch 3 .* lr 5.000e-01" log.w3 || bad "plateau did not decay at epoch 2, so the case proves nothing: $(grep '^epoch' log.w3)"
+h5diff "$last" "w-plateau/$(basename "$last")" /model > diff.w 2>&1 && grep -q "^valid epoch 2" log.wr \
+  && ok "plateau: 2 epochs then --resume to 3 (epoch 2 validated again) = 3 epochs, bitwise" \
+  || bad "plateau resume after the final checkpoint: $(head -3 diff.w); $(grep -c '^valid' log.wr) validations"
 # Resume inside epoch 2, packed and stream, on the same rank count and on another: a run stopped 3 steps
 # into epoch 2 and resumed equals an uninterrupted run 8 steps into it (bitwise on 1 rank), and its
 # checkpoint says where in the epoch it stopped. Every earlier resume case stops in epoch 1, where the
