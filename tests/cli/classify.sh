@@ -79,9 +79,9 @@ rows=$(grep -o '"kind":"epoch","epoch":1,"step":30,"rows":[0-9]*' pfull.jsonl)
 [ -n "$rows" ] && grep -q "$rows" pb.jsonl && ok "the resumed run's metrics: $rows" || bad "epoch record after resume: '$rows' / $(grep epoch pb.jsonl | head -2)"
 
 # Plateau decays compound and survive a resume (issue 27 #3): with a learning rate too small to change the
-# accuracy, every validation after the first fails to improve: epochs 3 and 4 train at lr x 0.5 and 0.25,
-# and the last checkpoint holds the factor of three decays, 0.125; stopping after epoch 2 and resuming
-# gives the same rates, factor and parameters.
+# accuracy, every validation after the first fails to improve: epochs 3 and 4 train at lr x 0.5 and 0.25;
+# the last checkpoint, written before epoch 4's validation (validated 0), holds the factor of two decays,
+# 0.25; stopping after epoch 2 and resuming gives the same rates, factor and parameters.
 Q="$C --pool last --valid cls/valid.h5 --batch-size 24 --epochs 4 --select-by accuracy --lr-schedule plateau --lr 1e-9 --log-every 30"
 "$BUILD/rnn_dist" train $Q --checkpoint-dir qfull --metrics qfull.jsonl > log.qfull 2>&1 || bad "plateau x3: $(tail -1 log.qfull)"
 "$BUILD/rnn_dist" train $Q --max-steps 60 --checkpoint-dir qpart --metrics qpart.jsonl > log.qa 2>&1 || bad "plateau x3, part 1: $(tail -1 log.qa)"
@@ -89,10 +89,11 @@ Q="$C --pool last --valid cls/valid.h5 --batch-size 24 --epochs 4 --select-by ac
 rates() { grep '"kind":"train"' "$1" | sed 's/.*"step":\([0-9]*\),.*"lr":\([0-9.e+-]*\),.*/\1 \2/' | sort -un | tr '\n' ' '; }
 want="30 1e-09 60 1e-09 90 5e-10 120 2.5e-10 "
 factor() { h5dump -a /plateau_factor "$1" | sed -n 's/^ *(0): //p'; }
-[ "$(rates qfull.jsonl)" = "$want" ] && [ "$(rates qpart.jsonl)" = "$want" ] && [ "$(factor qfull/step-00000120.h5)" = 0.125 ] \
-  && [ "$(factor qpart/step-00000120.h5)" = 0.125 ] && h5diff qfull/step-00000120.h5 qpart/step-00000120.h5 /model > /dev/null \
-  && ok "plateau: decays compound (lr x 0.5^k, factor 0.125 after three), and a resume after epoch 2 keeps them, bitwise" \
-  || bad "plateau x3: full '$(rates qfull.jsonl)' $(factor qfull/step-00000120.h5), resumed '$(rates qpart.jsonl)' $(factor qpart/step-00000120.h5), want '$want'"
+validated() { h5dump -a /validated "$1" | sed -n 's/^ *(0): //p'; }
+[ "$(rates qfull.jsonl)" = "$want" ] && [ "$(rates qpart.jsonl)" = "$want" ] && [ "$(factor qfull/step-00000120.h5)" = 0.25 ] \
+  && [ "$(factor qpart/step-00000120.h5)" = 0.25 ] && [ "$(validated qfull/step-00000120.h5)" = 0 ] && h5diff qfull/step-00000120.h5 qpart/step-00000120.h5 /model > /dev/null \
+  && ok "plateau: decays compound (lr x 0.5^k, factor 0.25 before the last validation), and a resume after epoch 2 keeps them, bitwise" \
+  || bad "plateau x3: full '$(rates qfull.jsonl)' $(factor qfull/step-00000120.h5), resumed '$(rates qpart.jsonl)' $(factor qpart/step-00000120.h5) validated $(validated qfull/step-00000120.h5), want '$want'"
 
 # best.h5 survives a resume (issue 27 #4): a run whose best validation (step 60) comes before the stop
 # and whose next one (step 90) is worse keeps step 60's best.h5 when resumed, as the run that never
