@@ -7,9 +7,10 @@
     out = model.log_probs(ids, lengths)               # lm, tag: [batch, time, outputs]; classify: [batch, classes]
 
 The module names are the checkpoint's (`emb`, `lstm`, `out` for a language model, `classifier` for a
-classifier or tagger), so `load_state_dict` takes the checkpoint's /model datasets as they are; the LSTM is
-PyTorch's own `nn.LSTM` over packed sequences. tests/export/torch.sh checks that its
-log-probabilities equal `rnn_dist eval --log-probs` within 1e-5.
+classifier or tagger), so `load_state_dict` takes the checkpoint's /model datasets as they are (a tied
+model's one `emb.weight` under both of its names); the LSTM is PyTorch's own `nn.LSTM` over packed
+sequences, the adaptive softmax its own `nn.AdaptiveLogSoftmaxWithLoss`. tests/export/torch.sh checks
+that its log-probabilities equal `rnn_dist eval --log-probs` within 1e-5.
 """
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ class RnnDistModel(nn.Module):
     """embedding -> LSTM (packed, one or two directions) -> dropout -> head, as rnn_dist's Model."""
 
     def __init__(self, task: str, vocab: int, embed: int, hidden: int, layers: int, dropout: float = 0.0,
-                 bidirectional: bool = False, classes: int = 0, pool: str = "last"):
+                 bidirectional: bool = False, classes: int = 0, pool: str = "last", tie_embeddings: bool = False,
+                 cutoffs: list[int] | None = None, div_value: float = 4.0):
         super().__init__()
         if task not in ("lm", "classify", "tag"):
             raise ValueError(f"unknown task {task!r}")
@@ -50,25 +52,48 @@ class RnnDistModel(nn.Module):
                             bidirectional=bidirectional)
         self.drop = nn.Dropout(dropout)
         features = self.directions * hidden
-        if task == "lm":
+        if (tie_embeddings or cutoffs) and task != "lm":
+            raise ValueError("tied embeddings and the adaptive softmax are a language model's")
+        self.adaptive = bool(cutoffs)
+        if self.adaptive:  # rnn_dist's --softmax adaptive: PyTorch's own module, its head without a bias
+            self.out = nn.AdaptiveLogSoftmaxWithLoss(features, vocab, list(cutoffs), div_value=div_value,
+                                                     head_bias=False)
+        elif task == "lm":
             self.out = nn.Linear(features, vocab)
+            if tie_embeddings:  # --tie-embeddings: one tensor, as in PyTorch's word_language_model
+                if embed != features:
+                    raise ValueError(f"tied embeddings need embed ({embed}) equal to the LSTM's features ({features})")
+                self.out.weight = self.emb.weight
         else:
             self.classifier = nn.Linear(features, classes)
 
-    def head(self) -> nn.Linear:
+    def head(self) -> nn.Module:
         return self.out if self.task == "lm" else self.classifier
 
+    def scores(self, features: torch.Tensor) -> torch.Tensor:
+        """The head on feature rows [..., features]: logits, or the adaptive softmax's log-probabilities."""
+        if not self.adaptive:
+            return self.head()(features)
+        return self.out.log_prob(features.reshape(-1, features.shape[-1])).reshape(*features.shape[:-1], -1)
+
     def forward(self, ids: torch.Tensor, lengths: torch.Tensor, state=None):
-        """Logits. ids: [batch, time] (padded, any order of lengths), lengths: [batch]. Returns (logits, (h_n,
-        c_n)): lm and tag [batch, time, outputs] (rows past a sequence's length are padding), classify
-        [batch, classes]; h_n and c_n [layers * directions, batch, hidden], PyTorch's layout."""
+        """Logits (with the adaptive softmax, log-probabilities). ids: [batch, time] (padded, any order of
+        lengths), lengths: [batch]. Returns (logits, (h_n, c_n)): lm and tag [batch, time, outputs] (rows
+        past a sequence's length are padding), classify [batch, classes]; h_n and c_n [layers *
+        directions, batch, hidden], PyTorch's layout."""
+        features, (h_n, c_n) = self.features(ids, lengths, state)
+        return self.scores(features), (h_n, c_n)
+
+    def features(self, ids: torch.Tensor, lengths: torch.Tensor, state=None):
+        """What the head reads (after dropout): [batch, time, features] for lm and tag, [batch, features]
+        for classify; and (h_n, c_n)."""
         lengths = torch.as_tensor(lengths, dtype=torch.int64).cpu()
         x = self.drop(self.emb(ids))
         packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
         y, (h_n, c_n) = self.lstm(packed, state)
         y, _ = pad_packed_sequence(y, batch_first=True, total_length=ids.shape[1])
         if self.task != "classify":
-            return self.head()(self.drop(y)), (h_n, c_n)
+            return self.drop(y), (h_n, c_n)
         valid = (torch.arange(ids.shape[1])[None, :] < lengths[:, None]).to(ids.device)  # [batch, time]
         if self.pool == "last":  # each direction's final state: the forward one's at the last token,
             pooled = torch.cat(list(h_n[-self.directions:]), dim=-1)  # the reverse one's at the first
@@ -76,7 +101,7 @@ class RnnDistModel(nn.Module):
             pooled = (y * valid[..., None]).sum(1) / lengths.to(y.device)[:, None]
         else:
             pooled = y.masked_fill(~valid[..., None], float("-inf")).amax(1)
-        return self.head()(self.drop(pooled)), (h_n, c_n)
+        return self.drop(pooled), (h_n, c_n)
 
     @torch.no_grad()
     def log_probs(self, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
@@ -102,10 +127,15 @@ def read_checkpoint(path: str) -> Checkpoint:
             raise ValueError(f"{path}: not an rnn_dist checkpoint")
         a = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f.attrs.items()}
         task = str(a.get("task", "lm"))
+        adaptive = str(a.get("softmax", "full")) == "adaptive"
         model = RnnDistModel(task, int(a["vocab_size"]), int(a["embed"]), int(a["hidden"]), int(a["layers"]),
                              float(a["dropout"]), bool(a.get("bidirectional", 0)), int(a.get("classes", 0)),
-                             str(a.get("pool", "last")))
+                             str(a.get("pool", "last")), bool(a.get("tie_embeddings", 0)),
+                             [int(c) for c in str(a["cutoffs"]).split(",")] if adaptive else None,
+                             float(a.get("div_value", 4.0)))
         state = {k: torch.from_numpy(np.asarray(f["model"][k][()], dtype=np.float32)) for k in f["model"]}
+        if bool(a.get("tie_embeddings", 0)):
+            state["out.weight"] = state["emb.weight"]  # one tensor in the file, two names in the module
         vocab = _text(f["vocab"][()])
         labels = _text(f["label_vocab"][()]) if "label_vocab" in f else []
     model.load_state_dict(state, strict=True)  # every tensor of the module in the file, and nothing else

@@ -47,6 +47,7 @@ void print_checkpoint(const std::string& path) {
             << m.hidden << ", layers " << m.layers << ", dropout " << m.dropout
             << (m.task == Task::lm ? "" : m.bidirectional ? ", bidirectional" : ", unidirectional")
             << (m.task == Task::classify ? cat(", pool ", pool_name(m.pool)) : "") << "\n";
+  if (m.task == Task::lm) std::cout << "  output:     " << head_name(m) << "\n";
   if (m.task != Task::lm) {
     std::cout << "  " << (m.task == Task::classify ? "labels" : "tags") << ":     " << m.classes << ":";
     for (const std::string& l : ck.label_vocab) std::cout << " " << l;

@@ -544,8 +544,9 @@ void linear_forward(const T* x, int64_t rows, int in, const T* w, const T* b, in
   parallel(team, [&](int m, int members) {
     const auto [r0, r1] = int_share(rows, members, m);
     gemm<T>(false, true, r1 - r0, out, in, T(1), x + int64_t{r0} * in, in, w, in, T(0), y + int64_t{r0} * out, out);
-    for (int64_t r = r0; r < r1; ++r)
-      for (int k = 0; k < out; ++k) y[r * out + k] += b[k];
+    if (b != nullptr)
+      for (int64_t r = r0; r < r1; ++r)
+        for (int k = 0; k < out; ++k) y[r * out + k] += b[k];
   });
 }
 
@@ -561,7 +562,7 @@ void linear_backward(const T* x, int64_t rows, int in, const T* w, int out, cons
     }
     const auto [o0, o1] = int_share(out, members, m);
     gemm<T>(true, false, o1 - o0, in, n, T(1), dy + o0, out, x, in, T(1), dw + int64_t{o0} * in, in);
-    add_colsum<T>(dy, rows, out, o0, o1, db, nullptr);
+    if (db != nullptr) add_colsum<T>(dy, rows, out, o0, o1, db, nullptr);
   });
 }
 

@@ -2,8 +2,10 @@
 #include "rnn_dist/nn/model.h"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
+#include <sstream>
 
 #include "rnn_dist/util/error.h"
 #include "rnn_dist/util/random.h"
@@ -22,7 +24,42 @@ void ensure(Buffer& b, Backend& backend, size_t bytes) {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+// x[0, n) -= log(sum(exp(x))), the sum in double.
+void log_softmax(float* x, int64_t n) {
+  const float mx = *std::max_element(x, x + n);
+  double sum = 0;
+  for (int64_t j = 0; j < n; ++j) sum += std::exp(double{x[j]} - mx);
+  const float lse = mx + static_cast<float>(std::log(sum));
+  for (int64_t j = 0; j < n; ++j) x[j] -= lse;
+}
+
 }  // namespace
+
+std::string head_name(const ModelConfig& c) {
+  if (!c.adaptive()) return c.tie_embeddings ? "full softmax, tied embeddings" : "full softmax";
+  return cat("adaptive softmax (cutoffs ", cutoffs_text(c.cutoffs), ", div-value ", c.div_value, ")");
+}
+
+std::string cutoffs_text(const std::vector<int64_t>& cutoffs) {
+  std::string text;
+  for (int64_t v : cutoffs) text += cat(text.empty() ? "" : ",", v);
+  return text;
+}
+
+std::vector<int64_t> parse_cutoffs(const std::string& text, const std::string& what) {
+  std::vector<int64_t> out;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    int64_t v = 0;
+    const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+    if (item.empty() || ec != std::errc() || end != item.data() + item.size())
+      throw InputError(cat(what, ": '", item, "' is not an integer (want C1,C2,..., increasing)"));
+    if (!out.empty() && v <= out.back()) throw InputError(cat(what, ": ", v, " after ", out.back(), " (must be increasing)"));
+    out.push_back(v);
+  }
+  if (out.empty()) throw InputError(cat(what, ": no cutoff given"));
+  return out;
+}
 
 Batch make_batch(const std::vector<int32_t>& tokens, const std::vector<int64_t>& lengths) {
   std::vector<int> steps(lengths.size());
@@ -126,33 +163,76 @@ Model::Model(Backend& backend, const ModelConfig& config, int64_t logits_block_e
   if (config.task != Task::lm && config.classes < 1)
     throw InputError(cat("invalid model shape: ", config.classes, " classes for task ", task_name(config.task)));
   const int64_t V = config.vocab, E = config.embed, F = config.features(), O = config.outputs();
-  // The backend's block keeps at least 256 rows, so that huge vocabularies still make efficient GEMMs.
-  logits_block_rows_ = logits_block_elems > 0 ? std::max<int64_t>(1, logits_block_elems / O)
-                                              : std::max<int64_t>(256, backend.logits_block_elems() / O);
+  if (config.task != Task::lm && (config.tie_embeddings || config.adaptive()))
+    throw InputError(cat(config.tie_embeddings ? "--tie-embeddings" : "--softmax adaptive", ": a ",
+                         task_name(config.task), " model's output layer scores its ", config.classes,
+                         " classes, not the vocabulary (language models only)"));
+  if (config.tie_embeddings && config.adaptive())
+    throw InputError("--tie-embeddings with --softmax adaptive: the adaptive head scores clusters as well as "
+                     "words, so it cannot be the embedding matrix (use one or the other)");
+  if (config.tie_embeddings && E != F)
+    throw InputError(cat("--tie-embeddings: the embedding is ", E, " wide (--embed) but the output layer reads ", F,
+                         " features (--hidden): they must be equal"));
   lstm_ = backend.make_lstm({config.embed, config.hidden, config.layers, config.dropout, config.bidirectional});
   // Every region starts 256 bytes aligned (the gaps stay zero; checkpoints store tensors by name).
   emb_offset_ = 0;
   lstm_offset_ = align_elems(V * E);
-  out_w_offset_ = align_elems(lstm_offset_ + lstm_->weight_elems());
-  out_b_offset_ = align_elems(out_w_offset_ + O * F);
+  head_offset_ = align_elems(lstm_offset_ + lstm_->weight_elems());
   slices_.push_back({"emb.weight", emb_offset_, {V, E}});
   for (ParamSlice s : lstm_->canonical_params()) {
     s.name = "lstm." + s.name;
     s.offset += lstm_offset_;
     slices_.push_back(s);
   }
-  // The head's names: PyTorch word-language-model's decoder ("out"), or a classifier's.
-  const std::string head = config.task == Task::lm ? "out" : "classifier";
-  slices_.push_back({head + ".weight", out_w_offset_, {O, F}});
-  slices_.push_back({head + ".bias", out_b_offset_, {O}});
-  const int64_t total = out_b_offset_ + O;
-  params_ = Tensor(backend, {total});
-  grads_ = Tensor(backend, {total});
-  backend.zero(params_.data(), total);
-  backend.zero(grads_.data(), total);
+  // The head's names: PyTorch word-language-model's decoder ("out"), or a classifier's; the adaptive
+  // softmax's as its module's state_dict under out.
+  int64_t end = head_offset_;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape) {
+    const int64_t at = align_elems(end);
+    end = at + numel_of(shape);
+    slices_.push_back({name, at, std::move(shape)});
+    return at;
+  };
+  if (config.adaptive()) {
+    const std::vector<int64_t>& c = config.cutoffs;
+    for (size_t i = 0; i < c.size(); ++i)
+      if (c[i] < 1 || c[i] >= V || (i > 0 && c[i] <= c[i - 1]))
+        throw InputError(cat("--cutoffs: ", c[i], " must be above ", i > 0 ? c[i - 1] : 0,
+                             " and below the vocabulary size ", V, " (increasing, each cluster nonempty)"));
+    if (!(config.div_value > 0)) throw InputError(cat("--div-value ", config.div_value, ": must be positive"));
+    head_outputs_ = c[0] + static_cast<int64_t>(c.size());
+    out_w_offset_ = add("out.head.weight", {head_outputs_, F});
+    double width = double(F);
+    for (size_t i = 0; i < c.size(); ++i) {
+      Cluster k;
+      k.begin = c[i];
+      k.end = i + 1 < c.size() ? c[i + 1] : V;
+      width /= config.div_value;
+      k.hidden = static_cast<int>(std::floor(width));  // PyTorch's int(in_features // div_value ** (i + 1))
+      if (k.hidden < 1)
+        throw InputError(cat("--div-value ", config.div_value, ": cluster ", i, "'s projection would be ", F, " / ",
+                             config.div_value, "^", i + 1, " < 1 wide (lower --div-value or use fewer --cutoffs)"));
+      const std::string name = cat("out.tail.", i, ".");
+      k.w0 = add(name + "0.weight", {k.hidden, F});
+      k.w1 = add(name + "1.weight", {k.end - k.begin, k.hidden});
+      clusters_.push_back(k);
+    }
+  } else {
+    head_outputs_ = O;
+    const std::string head = config.task == Task::lm ? "out" : "classifier";
+    out_w_offset_ = config.tie_embeddings ? emb_offset_ : add(head + ".weight", {O, F});
+    out_b_offset_ = add(head + ".bias", {O});
+  }
+  logits_block_elems_ = logits_block_elems > 0 ? logits_block_elems : backend.logits_block_elems();
+  min_block_rows_ = logits_block_elems > 0 ? 1 : 256;
+  logits_block_rows_ = rows_per_block(O);
+  params_ = Tensor(backend, {end});
+  grads_ = Tensor(backend, {end});
+  backend.zero(params_.data(), end);
+  backend.zero(grads_.data(), end);
   loss_ = Buffer(backend, sizeof(double));
   for (Tensor* t : {&emb_, &emb_drop_, &y_, &pooled_, &feat_drop_, &logits_, &dfeat_, &dy_, &dx_, &state_in_,
-                    &state_out_})
+                    &state_out_, &gathered_, &proj_, &dproj_, &dgathered_})
     *t = Tensor(backend, {0});
 }
 
@@ -163,12 +243,16 @@ void Model::init(uint64_t seed) {
   for (const ParamSlice& s : slices_) {
     const int64_t n = numel_of(s.shape);
     float* p = host.data() + s.offset;
-    if (s.name == "emb.weight") {
+    if (s.name == "emb.weight" && !config_.tie_embeddings) {
       for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>(rng.normal());
     } else {
-      // nn.LSTM: U(-1/sqrt(H), 1/sqrt(H)); nn.Linear(F, V): kaiming_uniform(a=sqrt(5)) for the weight and the
-      // bias both reduce to U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in = F (H, or 2H when bidirectional).
-      const double k = s.offset >= out_w_offset_ ? k_out : k_lstm;
+      // nn.LSTM: U(-1/sqrt(H), 1/sqrt(H)); nn.Linear(in, out), its weight and bias both: kaiming_uniform(a=sqrt(5))
+      // reduces to U(-1/sqrt(in), 1/sqrt(in)): in = F (H, or 2H when bidirectional) for the output layer, a
+      // tied embedding (the output layer's tensor, as `emb.weight = out.weight` ties it) and the adaptive
+      // head, a cluster's projection width for its second matrix.
+      const double k = s.offset < head_offset_ && s.offset >= lstm_offset_ ? k_lstm
+                       : s.shape.size() == 2                                ? 1.0 / std::sqrt(double(s.shape[1]))
+                                                                            : k_out;
       for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>(rng.uniform(-k, k));
     }
   }
@@ -221,15 +305,6 @@ double Model::read_loss(const Batch& batch, bool train, float grad_scale, uint64
 std::vector<float> Model::log_probs(const Batch& batch) {
   std::vector<float> out;
   run(batch, false, 0.0f, 0, nullptr, nullptr, nullptr, nullptr, nullptr, &out);
-  const int64_t O = config_.outputs();
-  for (size_t r = 0; r < out.size(); r += O) {
-    float* row = out.data() + r;
-    const float mx = *std::max_element(row, row + O);
-    double sum = 0;
-    for (int64_t j = 0; j < O; ++j) sum += std::exp(double{row[j]} - mx);
-    const float lse = mx + static_cast<float>(std::log(sum));
-    for (int64_t j = 0; j < O; ++j) row[j] -= lse;
-  }
   return out;
 }
 
@@ -254,10 +329,6 @@ void Model::run(const Batch& batch, bool train, float grad_scale, uint64_t dropo
   ensure(ids_, backend_, rows * sizeof(int32_t));
   auto* ids = static_cast<int32_t*>(ids_.data());
   backend_.upload(ids, batch.inputs.data(), rows * sizeof(int32_t));
-  ensure(targets_, backend_, head_rows * sizeof(int32_t));
-  auto* targets = static_cast<int32_t*>(targets_.data());
-  if (!scores) backend_.upload(targets, truth.data(), head_rows * sizeof(int32_t));
-
   emb_.resize({rows, E});
   backend_.embedding_forward(ids, rows, param(emb_offset_), config_.embed, emb_.data());
   const float* x = emb_.data();
@@ -297,31 +368,17 @@ void Model::run(const Batch& batch, bool train, float grad_scale, uint64_t dropo
   if (train) dfeat.resize({head_rows, F});
 
   double backward = 0;
-  const int64_t chunk = logits_block_rows_;
-  if (scores) scores->resize(head_rows * O);
-  for (int64_t r0 = 0; r0 < head_rows; r0 += chunk) {
-    const int64_t n = std::min(chunk, head_rows - r0);
-    logits_.resize({n, O});
-    backend_.linear_forward(feat + r0 * F, n, static_cast<int>(F), param(out_w_offset_), param(out_b_offset_),
-                            static_cast<int>(O), logits_.data());
-    if (scores) {
-      backend_.download(scores->data() + r0 * O, logits_.data(), n * O * sizeof(float));
-      continue;
-    }
-    backend_.cross_entropy(logits_.data(), n, static_cast<int>(O), targets + r0, train ? logits_.data() : nullptr,
-                           grad_scale, loss_sum);
-    if (train) {
-      const auto b0 = Clock::now();
-      backend_.linear_backward(feat + r0 * F, n, static_cast<int>(F), param(out_w_offset_), static_cast<int>(O),
-                               logits_.data(), dfeat.data() + r0 * F, grad(out_w_offset_), grad(out_b_offset_));
-      backward += seconds_since(b0);
-    }
+  if (scores) {
+    scores->resize(head_rows * O);
+    head_log_probs(feat, head_rows, scores->data());
+  } else {
+    backward += head_loss(feat, head_rows, truth, train, grad_scale, dfeat.data(), loss_sum);
   }
   timing_.forward = seconds_since(start) - backward;
 
   if (train) {
     const auto b0 = Clock::now();
-    if (ready) ready->final_from(out_w_offset_);
+    if (ready) ready->final_from(head_offset_);
     if (p > 0) backend_.dropout(dfeat.data(), head_rows * F, p, seed_out, dfeat.data());
     if (classify) {
       dy_.resize({rows, F});
@@ -349,6 +406,162 @@ void Model::run(const Batch& batch, bool train, float grad_scale, uint64_t dropo
   timing_.backward = backward;
 }
 
+double Model::head_loss(const float* feat, int64_t rows, const std::vector<int32_t>& truth, bool train,
+                        float grad_scale, float* dfeat, double* loss_sum) {
+  if (config_.adaptive()) return adaptive_loss(feat, rows, truth, train, grad_scale, dfeat, loss_sum);
+  const int F = static_cast<int>(config_.features()), O = static_cast<int>(head_outputs_);
+  ensure(targets_, backend_, rows * sizeof(int32_t));
+  auto* targets = static_cast<int32_t*>(targets_.data());
+  backend_.upload(targets, truth.data(), rows * sizeof(int32_t));
+  const float* bias = out_b_offset_ >= 0 ? param(out_b_offset_) : nullptr;
+  double backward = 0;
+  for (int64_t r0 = 0; r0 < rows; r0 += logits_block_rows_) {
+    const int64_t n = std::min(logits_block_rows_, rows - r0);
+    logits_.resize({n, O});
+    backend_.linear_forward(feat + r0 * F, n, F, param(out_w_offset_), bias, O, logits_.data());
+    backend_.cross_entropy(logits_.data(), n, O, targets + r0, train ? logits_.data() : nullptr, grad_scale, loss_sum);
+    if (train) {
+      const auto b0 = Clock::now();
+      backend_.linear_backward(feat + r0 * F, n, F, param(out_w_offset_), O, logits_.data(), dfeat + r0 * F,
+                               grad(out_w_offset_), out_b_offset_ >= 0 ? grad(out_b_offset_) : nullptr);
+      backward += seconds_since(b0);
+    }
+  }
+  return backward;
+}
+
+double Model::adaptive_loss(const float* feat, int64_t rows, const std::vector<int32_t>& truth, bool train,
+                            float grad_scale, float* dfeat, double* loss_sum) {
+  // The loss of a target in cluster k is the head's for cluster k's logit plus cluster k's own for the
+  // target within it: two cross-entropies, the head's over every row, cluster k's over its rows only.
+  // routed_: the head's targets (rows), then per cluster the indices of its rows and their targets within it.
+  const int F = static_cast<int>(config_.features()), Hd = static_cast<int>(head_outputs_);
+  const int64_t C0 = config_.cutoffs[0], K = static_cast<int64_t>(clusters_.size());
+  routed_.resize(size_t(3 * rows));
+  cluster_rows_.assign(size_t(K), 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int32_t t = truth[size_t(r)];
+    if (t < 0 || t >= config_.vocab)
+      throw Error(cat("cross_entropy: target ", t, " of row ", r, " is outside the vocabulary of ", config_.vocab));
+    // k: how many cutoffs are <= t, 0 for the shortlist, else cluster k - 1.
+    const int64_t k = std::upper_bound(config_.cutoffs.begin(), config_.cutoffs.end(), int64_t{t}) -
+                      config_.cutoffs.begin();
+    routed_[size_t(r)] = k == 0 ? t : static_cast<int32_t>(C0 + k - 1);
+    if (k > 0) ++cluster_rows_[size_t(k - 1)];
+  }
+  int64_t used = rows;
+  for (int64_t k = 0; k < K; ++k) {
+    const Cluster& c = clusters_[size_t(k)];
+    int32_t* idx = routed_.data() + used;
+    int32_t* rel = idx + cluster_rows_[size_t(k)];
+    for (int64_t r = 0, m = 0; r < rows; ++r)
+      if (const int32_t t = truth[size_t(r)]; t >= c.begin && t < c.end) {
+        idx[m] = static_cast<int32_t>(r);
+        rel[m++] = static_cast<int32_t>(t - c.begin);
+      }
+    used += 2 * cluster_rows_[size_t(k)];
+  }
+  ensure(targets_, backend_, used * sizeof(int32_t));
+  auto* routed = static_cast<int32_t*>(targets_.data());
+  backend_.upload(routed, routed_.data(), used * sizeof(int32_t));
+
+  double backward = 0;
+  const int64_t head_block = rows_per_block(Hd);
+  for (int64_t r0 = 0; r0 < rows; r0 += head_block) {
+    const int64_t n = std::min(head_block, rows - r0);
+    logits_.resize({n, Hd});
+    backend_.linear_forward(feat + r0 * F, n, F, param(out_w_offset_), nullptr, Hd, logits_.data());
+    backend_.cross_entropy(logits_.data(), n, Hd, routed + r0, train ? logits_.data() : nullptr, grad_scale, loss_sum);
+    if (train) {
+      const auto b0 = Clock::now();
+      backend_.linear_backward(feat + r0 * F, n, F, param(out_w_offset_), Hd, logits_.data(), dfeat + r0 * F,
+                               grad(out_w_offset_), nullptr);
+      backward += seconds_since(b0);
+    }
+  }
+  used = rows;
+  for (int64_t k = 0; k < K; ++k) {
+    const Cluster& c = clusters_[size_t(k)];
+    const int64_t m = cluster_rows_[size_t(k)];
+    const int32_t* idx = routed + used;
+    const int32_t* rel = idx + m;
+    used += 2 * m;
+    const int h = c.hidden, O = static_cast<int>(c.end - c.begin);
+    const int64_t block = rows_per_block(O);
+    for (int64_t r0 = 0; r0 < m; r0 += block) {
+      const int64_t n = std::min(block, m - r0);
+      gathered_.resize({n, F});
+      proj_.resize({n, h});
+      logits_.resize({n, O});
+      backend_.embedding_forward(idx + r0, n, feat, F, gathered_.data());  // a gather of the cluster's rows
+      backend_.linear_forward(gathered_.data(), n, F, param(c.w0), nullptr, h, proj_.data());
+      backend_.linear_forward(proj_.data(), n, h, param(c.w1), nullptr, O, logits_.data());
+      backend_.cross_entropy(logits_.data(), n, O, rel + r0, train ? logits_.data() : nullptr, grad_scale, loss_sum);
+      if (!train) continue;
+      const auto b0 = Clock::now();
+      dproj_.resize({n, h});
+      dgathered_.resize({n, F});
+      backend_.linear_backward(proj_.data(), n, h, param(c.w1), O, logits_.data(), dproj_.data(), grad(c.w1), nullptr);
+      backend_.linear_backward(gathered_.data(), n, F, param(c.w0), h, dproj_.data(), dgathered_.data(), grad(c.w0),
+                               nullptr);
+      backend_.embedding_backward(idx + r0, n, dgathered_.data(), F, dfeat);  // added to the rows' head gradient
+      backward += seconds_since(b0);
+    }
+  }
+  return backward;
+}
+
+void Model::head_log_probs(const float* feat, int64_t rows, float* out) {
+  const int F = static_cast<int>(config_.features());
+  const int64_t O = config_.outputs();
+  if (!config_.adaptive()) {
+    const float* bias = out_b_offset_ >= 0 ? param(out_b_offset_) : nullptr;
+    for (int64_t r0 = 0; r0 < rows; r0 += logits_block_rows_) {
+      const int64_t n = std::min(logits_block_rows_, rows - r0);
+      logits_.resize({n, O});
+      backend_.linear_forward(feat + r0 * F, n, F, param(out_w_offset_), bias, static_cast<int>(O), logits_.data());
+      backend_.download(out + r0 * O, logits_.data(), n * O * sizeof(float));
+    }
+    for (int64_t r = 0; r < rows; ++r) log_softmax(out + r * O, O);
+    return;
+  }
+  // log p(t) = head's log-softmax at t for the shortlist; at cluster k's logit plus cluster k's own
+  // log-softmax at t - begin for the ids of cluster k (AdaptiveLogSoftmaxWithLoss.log_prob).
+  const int Hd = static_cast<int>(head_outputs_);
+  const int64_t C0 = config_.cutoffs[0];
+  for (int64_t r0 = 0; r0 < rows; r0 += logits_block_rows_) {  // a block of rows x vocabulary holds every part
+    const int64_t n = std::min(logits_block_rows_, rows - r0);
+    const float* x = feat + r0 * F;
+    float* o = out + r0 * O;
+    logits_.resize({n, Hd});
+    backend_.linear_forward(x, n, F, param(out_w_offset_), nullptr, Hd, logits_.data());
+    host_logits_.resize(size_t(n * Hd));
+    backend_.download(host_logits_.data(), logits_.data(), n * Hd * sizeof(float));
+    for (int64_t r = 0; r < n; ++r) {
+      float* head = host_logits_.data() + r * Hd;
+      log_softmax(head, Hd);
+      std::copy_n(head, C0, o + r * O);
+    }
+    for (size_t k = 0; k < clusters_.size(); ++k) {
+      const Cluster& c = clusters_[k];
+      const int64_t width = c.end - c.begin;
+      proj_.resize({n, c.hidden});
+      logits_.resize({n, width});
+      backend_.linear_forward(x, n, F, param(c.w0), nullptr, c.hidden, proj_.data());
+      backend_.linear_forward(proj_.data(), n, c.hidden, param(c.w1), nullptr, static_cast<int>(width), logits_.data());
+      host_tail_.resize(size_t(n * width));
+      backend_.download(host_tail_.data(), logits_.data(), n * width * sizeof(float));
+      for (int64_t r = 0; r < n; ++r) {
+        float* row = o + r * O + c.begin;
+        std::copy_n(host_tail_.data() + r * width, width, row);
+        log_softmax(row, width);
+        const float cluster = host_logits_[size_t(r * Hd + C0 + int64_t(k))];
+        for (int64_t j = 0; j < width; ++j) row[j] += cluster;
+      }
+    }
+  }
+}
+
 std::vector<float> Model::step(int32_t token, std::vector<float>& h, std::vector<float>& c) {
   const int64_t V = config_.vocab, E = config_.embed, H = config_.hidden;
   const int64_t state = int64_t{config_.layers} * H;
@@ -370,16 +583,8 @@ std::vector<float> Model::step(int32_t token, std::vector<float>& h, std::vector
                  state_out_.data(), state_out_.data() + c_at, false, 0);
   backend_.download(h.data(), state_out_.data(), state * sizeof(float));
   backend_.download(c.data(), state_out_.data() + c_at, state * sizeof(float));
-  logits_.resize({1, V});
-  backend_.linear_forward(y_.data(), 1, config_.hidden, param(out_w_offset_), param(out_b_offset_),
-                          static_cast<int>(V), logits_.data());
   std::vector<float> out(V);
-  backend_.download(out.data(), logits_.data(), V * sizeof(float));
-  float mx = *std::max_element(out.begin(), out.end());
-  double sum = 0;
-  for (float v : out) sum += std::exp(double{v} - mx);
-  const float lse = mx + static_cast<float>(std::log(sum));
-  for (float& v : out) v -= lse;
+  head_log_probs(y_.data(), 1, out.data());
   return out;
 }
 

@@ -105,8 +105,9 @@ void write_checkpoint_file(const std::string& path, Model& model, Optimizer& opt
   {
     h5::File f = h5::File::create(out.temp_path());
     f.write_attr("/", "format", std::string("rnn_dist.checkpoint"));
-    // Version 1 readers know language models only: a classifier or tagger is version 2.
-    f.write_attr("/", "version", int64_t{c.task == Task::lm ? 1 : 2});
+    // Version 1 readers know language models only: a classifier or tagger is version 2; a language model
+    // whose output layer is not out.weight and out.bias (tied, adaptive) is version 3.
+    f.write_attr("/", "version", int64_t{c.task != Task::lm ? 2 : c.tie_embeddings || c.adaptive() ? 3 : 1});
     f.write_attr("/", "task", std::string(task_name(c.task)));
     f.write_attr("/", "vocab_size", c.vocab);
     f.write_attr("/", "embed", int64_t{c.embed});
@@ -118,6 +119,12 @@ void write_checkpoint_file(const std::string& path, Model& model, Optimizer& opt
       f.write_attr("/", "classes", c.classes);
       if (c.task == Task::classify) f.write_attr("/", "pool", std::string(pool_name(c.pool)));
       f.write_strings("/label_vocab", vocab.labels);
+    }
+    if (c.tie_embeddings) f.write_attr("/", "tie_embeddings", int64_t{1});
+    if (c.adaptive()) {
+      f.write_attr("/", "softmax", std::string("adaptive"));
+      f.write_attr("/", "cutoffs", cutoffs_text(c.cutoffs));
+      f.write_attr("/", "div_value", c.div_value);
     }
     f.write_attr("/", "tokenizer", vocab.tokenizer);
     if (!vocab.token_split.empty()) f.write_attr("/", "token_split", vocab.token_split);
@@ -201,6 +208,11 @@ CheckpointData read_checkpoint(const std::string& path, Backend& backend) {
     if (static_cast<int64_t>(d.label_vocab.size()) != d.config.classes)
       throw InputError(cat(path, ": /label_vocab has ", d.label_vocab.size(), " entries but classes is ",
                            d.config.classes));
+  }
+  d.config.tie_embeddings = f.has_attr("/", "tie_embeddings") && f.read_attr_int("/", "tie_embeddings") != 0;
+  if (f.has_attr("/", "softmax") && f.read_attr_string("/", "softmax") == "adaptive") {
+    d.config.cutoffs = parse_cutoffs(f.read_attr_string("/", "cutoffs"), cat(path, ": cutoffs"));
+    d.config.div_value = f.read_attr_double("/", "div_value");
   }
   d.tokenizer = f.read_attr_string("/", "tokenizer");
   if (f.has_attr("/", "token_split")) d.token_split = f.read_attr_string("/", "token_split");

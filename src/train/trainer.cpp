@@ -98,6 +98,7 @@ std::string shape_of(const ModelConfig& m) {
                       ", layers ", m.layers);
   if (m.task != Task::lm) s += cat(m.bidirectional ? ", bidirectional" : ", unidirectional", ", ", m.classes, " classes");
   if (m.task == Task::classify) s += cat(", pool ", pool_name(m.pool));
+  if (m.task == Task::lm) s += ", " + head_name(m);
   return s;
 }
 
@@ -254,6 +255,8 @@ void Trainer::setup() {
   if (!c_.pool.empty() && task != Task::classify)
     throw InputError(cat("--pool: applies to classifiers, and ", c_.train, " holds ", task_name(task), " data"));
   mc.pool = c_.pool.empty() ? Pool::last : parse_pool(c_.pool);
+  mc.cutoffs = cutoffs_of(c_);
+  mc.div_value = div_value_of(c_);
   model_ = std::make_unique<Model>(*backend_, mc);
   model_->init(c_.seed);
   // Overlap pays where there is something to overlap (gradients of more than one bucket) and where the

@@ -104,10 +104,10 @@ void embedding_forward(const int32_t* ids, int64_t rows, const T* table, int dim
 template <class T>
 void embedding_backward(const int32_t* ids, int64_t rows, const T* dout, int dim, T* dtable, Team* team = nullptr);
 
-// y = x W^T + b, with x: rows x in, W: out x in, b: out, y: rows x out.
+// y = x W^T + b, with x: rows x in, W: out x in, b: out (nullptr: no bias), y: rows x out.
 template <class T>
 void linear_forward(const T* x, int64_t rows, int in, const T* w, const T* b, int out, T* y, Team* team = nullptr);
-// dx = dy W (overwritten; nullptr = skip), dW += dy^T x, db += column sums of dy.
+// dx = dy W (overwritten; nullptr = skip), dW += dy^T x, db += column sums of dy (nullptr: no bias).
 template <class T>
 void linear_backward(const T* x, int64_t rows, int in, const T* w, int out, const T* dy, Nullable<T> dx, T* dw,
                      T* db, Team* team = nullptr);

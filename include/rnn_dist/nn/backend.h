@@ -102,7 +102,7 @@ class Backend {
   // worth spending on it.
   virtual int64_t logits_block_elems() const = 0;
 
-  // Model kernels (shapes as in cpu/cpu_kernels.h).
+  // Model kernels (shapes as in cpu/cpu_kernels.h; a null bias b or db: a linear layer without one).
   virtual void embedding_forward(const int32_t* ids, int64_t rows, const float* table, int dim, float* out) = 0;
   virtual void embedding_backward(const int32_t* ids, int64_t rows, const float* dout, int dim, float* dtable) = 0;
   virtual void linear_forward(const float* x, int64_t rows, int in, const float* w, const float* b, int out,

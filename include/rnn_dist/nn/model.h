@@ -5,6 +5,7 @@
 // every tensor as PyTorch's state_dict would (the head: out.* for a language model, classifier.* otherwise).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -24,11 +25,28 @@ struct ModelConfig {
   bool bidirectional = false;  // classify and tag only: a language model must not see the tokens it predicts
   int64_t classes = 0;         // classify and tag: labels or tags (the output layer's width)
   Pool pool = Pool::last;      // classify: how each sequence's LSTM outputs become one row
+  // lm: the output layer's weight is the embedding matrix (PyTorch's out.weight = emb.weight): one tensor,
+  // emb.weight, both uses' gradients summed; needs embed == features().
+  bool tie_embeddings = false;
+  // lm: the adaptive softmax of torch.nn.AdaptiveLogSoftmaxWithLoss(features(), vocab, cutoffs, div_value,
+  // head_bias=False) in place of the full one (empty: full). Cluster i (0-based) holds the ids from
+  // cutoffs[i] to cutoffs[i + 1] (the vocabulary's end after the last) through a projection of width
+  // floor(features() / div_value^(i + 1)); the head scores the first cutoffs[0] ids and one logit per cluster.
+  std::vector<int64_t> cutoffs;
+  double div_value = 4;
 
   int64_t outputs() const { return task == Task::lm ? vocab : classes; }
+  bool adaptive() const { return !cutoffs.empty(); }
   int directions() const { return bidirectional ? 2 : 1; }
   int features() const { return directions() * hidden; }  // width of the LSTM's output rows
 };
+
+// A language model's output layer in words, as `info` prints it and a resume compares it: "full softmax",
+// "full softmax, tied embeddings" or "adaptive softmax (cutoffs 2000,10000, div-value 4)".
+std::string head_name(const ModelConfig& config);
+// Cutoffs as text, "2000,10000", and back (InputError starting with `what` unless increasing integers).
+std::string cutoffs_text(const std::vector<int64_t>& cutoffs);
+std::vector<int64_t> parse_cutoffs(const std::string& text, const std::string& what);
 
 // A packed batch on the host: B sequences sorted longest first, laid out time-major (row of step t,
 // sequence b = step_offset[t] + b). A language model's inputs are ids 0..n-2 of each sequence and its
@@ -95,8 +113,9 @@ class Model {
   double evaluate(const Batch& batch, const float* h0 = nullptr, const float* c0 = nullptr, float* hn = nullptr,
                   float* cn = nullptr);
 
-  // Log-probabilities of every output (classifier: B x classes in batch order; tagger: rows x tags in
-  // packed order), from zero initial states, in inference mode; the batch's targets are not read.
+  // Log-probabilities of every output (language model and tagger: rows x outputs in packed order;
+  // classifier: B x classes in batch order), from zero initial states, in inference mode; the batch's
+  // targets are not read. With the adaptive softmax, the full distribution (its log_prob).
   std::vector<float> log_probs(const Batch& batch);
 
   // Seconds spent in the forward half (embedding, LSTM, output layer and loss) and the backward half of
@@ -116,10 +135,27 @@ class Model {
 
  private:
   // One pass over the batch: the loss added to *loss_sum (device memory; with train, also the gradients),
-  // or with `scores` the logits downloaded instead.
+  // or with `scores` the log-probabilities downloaded instead.
   void run(const Batch& batch, bool train, float grad_scale, uint64_t dropout_seed, const float* h0,
            const float* c0, float* hn, float* cn, double* loss_sum, std::vector<float>* scores = nullptr,
            GradientReady* ready = nullptr);
+  // The output layer and its loss over `rows` feature rows (device): the loss of `truth` (host) added to
+  // *loss_sum; with train, dfeat (rows x features, device) = grad_scale * d(loss)/d(feat), and the
+  // output layer's gradients accumulated. Returns the seconds its backward calls took.
+  double head_loss(const float* feat, int64_t rows, const std::vector<int32_t>& truth, bool train, float grad_scale,
+                 float* dfeat, double* loss_sum);
+  // The adaptive softmax's head_loss: the head on every row, each cluster on the rows whose targets it holds.
+  double adaptive_loss(const float* feat, int64_t rows, const std::vector<int32_t>& truth, bool train,
+                     float grad_scale, float* dfeat, double* loss_sum);
+  // Normalised log-probabilities of every output for `rows` feature rows (device) into out (host, rows x outputs).
+  void head_log_probs(const float* feat, int64_t rows, float* out);
+  // An adaptive softmax cluster: ids [begin, end), projection width `hidden`, weights at w0 (hidden x
+  // features) and w1 ((end - begin) x hidden).
+  struct Cluster {
+    int64_t begin = 0, end = 0;
+    int hidden = 0;
+    int64_t w0 = 0, w1 = 0;
+  };
   // run() with the loss read back.
   double read_loss(const Batch& batch, bool train, float grad_scale, uint64_t dropout_seed, const float* h0,
                    const float* c0, float* hn, float* cn, GradientReady* ready);
@@ -130,12 +166,28 @@ class Model {
   ModelConfig config_;
   std::unique_ptr<Lstm> lstm_;
   std::vector<ParamSlice> slices_;
-  int64_t emb_offset_ = 0, lstm_offset_ = 0, out_w_offset_ = 0, out_b_offset_ = 0;
-  int64_t logits_block_rows_ = 0;
+  // The output layer: weight out_w_offset_ (out.weight, the embedding when tied, or the adaptive head's
+  // weight), bias out_b_offset_ (-1: none); head_offset_ starts its region after the LSTM's.
+  int64_t emb_offset_ = 0, lstm_offset_ = 0, head_offset_ = 0, out_w_offset_ = 0, out_b_offset_ = -1;
+  int64_t head_outputs_ = 0;  // the output layer's width: outputs(), or the adaptive head's
+  std::vector<Cluster> clusters_;
+  // Logits computed at once: about logits_block_elems_, in at least min_block_rows_ rows (the backend's
+  // block keeps 256, so that huge vocabularies still make efficient GEMMs; a test's may go down to 1).
+  int64_t logits_block_elems_ = 0, min_block_rows_ = 1, logits_block_rows_ = 0;
+  int64_t rows_per_block(int64_t width) const {
+    return std::max<int64_t>(min_block_rows_, logits_block_elems_ / width);
+  }
   Tensor params_, grads_;
   // Device workspaces, grown to the largest batch seen.
   Buffer ids_, targets_, argmax_, loss_;
   Tensor emb_, emb_drop_, y_, pooled_, feat_drop_, logits_, dfeat_, dy_, dx_, state_in_, state_out_;
+  // The adaptive softmax's: gathered feature rows, their projection and the gradients of both.
+  Tensor gathered_, proj_, dproj_, dgathered_;
+  // Host scratch, grown to the largest batch: the adaptive head's targets then each cluster's row indices
+  // and targets within it; each cluster's rows; downloaded logits of the head and of a cluster.
+  std::vector<int32_t> routed_;
+  std::vector<int64_t> cluster_rows_;
+  std::vector<float> host_logits_, host_tail_;
   Timing timing_;
 };
 
