@@ -46,6 +46,25 @@ class _Graph:
         return outputs
 
 
+def _adaptive_log_probs(g: _Graph, x: str, weights: dict, cutoffs: list[int]) -> None:
+    """log_probs [T, B, V] of the adaptive softmax (AdaptiveLogSoftmaxWithLoss.log_prob) on features x [T, B, F]:
+    the head's log-softmax for the shortlist, and for cluster k its head log-probability plus the cluster's
+    own log-softmax through its projection."""
+    head = g.op("LogSoftmax", [g.op("MatMul", [x, g.const("head_wt", weights["out.head.weight"].T.copy())], "head_mm")],
+                "head_lp", axis=-1)
+    axis = g.const("last_axis", np.array([-1], np.int64))
+    def columns(name: str, begin: int, end: int) -> str:
+        return g.op("Slice", [head, g.const(f"{name}_begin", np.array([begin], np.int64)),
+                              g.const(f"{name}_end", np.array([end], np.int64)), axis], name)
+    parts = [columns("shortlist_lp", 0, cutoffs[0])]
+    for k in range(len(cutoffs)):
+        proj = g.op("MatMul", [x, g.const(f"tail{k}_w0t", weights[f"out.tail.{k}.0.weight"].T.copy())], f"tail{k}_proj")
+        tail = g.op("MatMul", [proj, g.const(f"tail{k}_w1t", weights[f"out.tail.{k}.1.weight"].T.copy())], f"tail{k}_mm")
+        own = g.op("LogSoftmax", [tail], f"tail{k}_lp", axis=-1)
+        parts.append(g.op("Add", [own, columns(f"cluster{k}_lp", cutoffs[0] + k, cutoffs[0] + k + 1)], f"cluster{k}_full"))
+    g.op("Concat", parts, "log_probs", axis=-1)
+
+
 def build(checkpoint: str, state: bool = False) -> onnx.ModelProto:
     if os.path.isdir(checkpoint):
         raise ValueError(f"{checkpoint}: is a directory, not a checkpoint")
@@ -85,36 +104,43 @@ def build(checkpoint: str, state: bool = False) -> onnx.ModelProto:
     g.op("Concat", final_c, "final_c", axis=0)
 
     head = "out" if task == "lm" else "classifier"
-    hw, hb = weights[f"{head}.weight"], weights[f"{head}.bias"]
-    O = hw.shape[0]
-    if task != "classify":
-        logits = g.op("Add", [g.op("MatMul", [x, g.const("head_wt", hw.T.copy())], "head_mm"), g.const("head_b", hb)],
-                      "logits")
-        out_shape = ["time", "batch", O]
+    if str(a.get("softmax", "full")) == "adaptive":
+        _adaptive_log_probs(g, x, weights, [int(c) for c in str(a["cutoffs"]).split(",")])
+        out_shape = ["time", "batch", int(a["vocab_size"])]
     else:
-        if pool == "last":  # each direction's final state of the top layer: [D, B, H] -> [B, D * H]
-            t = g.op("Transpose", [final_h[-1]], "top_h_bdh", perm=[1, 0, 2])
-            pooled = g.op("Reshape", [t, g.const("b_flat", np.array([0, -1], np.int64))], "pooled")
-        else:  # over each sequence's own rows: valid[t, b] = t < sequence_lens[b]
-            steps = g.op("Gather", [g.op("Shape", ["tokens"], "tokens_shape"), g.const("zero", np.array(0, np.int64))], "steps")
-            times = g.op("Range", [g.const("start", np.array(0, np.int64)), steps, g.const("delta", np.array(1, np.int64))], "times")
-            lens64 = g.op("Cast", ["sequence_lens"], "lens64", to=TensorProto.INT64)
-            valid = g.op("Less", [g.op("Unsqueeze", [times, g.const("ax1", np.array([1], np.int64))], "times_t1"),
-                                  g.op("Unsqueeze", [lens64, g.const("ax0", np.array([0], np.int64))], "lens_1b")], "valid")
-            valid3 = g.op("Unsqueeze", [valid, g.const("ax2", np.array([2], np.int64))], "valid3")
-            if pool == "mean":
-                mask = g.op("Cast", [valid3], "mask", to=TensorProto.FLOAT)
-                total = g.op("ReduceSum", [g.op("Mul", [x, mask], "masked"), g.const("axis0", np.array([0], np.int64))],
-                             "total", keepdims=0)
-                lensf = g.op("Unsqueeze", [g.op("Cast", ["sequence_lens"], "lensf", to=TensorProto.FLOAT),
-                                           g.const("ax1b", np.array([1], np.int64))], "lens_b1")
-                pooled = g.op("Div", [total, lensf], "pooled")
-            else:
-                masked = g.op("Where", [valid3, x, g.const("minus_inf", np.array(-np.inf, np.float32))], "masked")
-                pooled = g.op("ReduceMax", [masked], "pooled", axes=[0], keepdims=0)
-        logits = g.op("Gemm", [pooled, g.const("head_w", hw), g.const("head_b", hb)], "logits", transB=1)
-        out_shape = ["batch", O]
-    g.op("LogSoftmax", [logits], "log_probs", axis=-1)
+        tied = bool(int(a.get("tie_embeddings", 0)))
+        hw = weights["emb.weight"] if tied else weights[f"{head}.weight"]
+        hb = weights[f"{head}.bias"]
+        O = hw.shape[0]
+        if task != "classify":
+            # A tied model's output layer reads the embedding's one initializer, transposed in the graph.
+            wt = g.op("Transpose", ["emb.weight"], "emb_t", perm=[1, 0]) if tied else g.const("head_wt", hw.T.copy())
+            logits = g.op("Add", [g.op("MatMul", [x, wt], "head_mm"), g.const("head_b", hb)], "logits")
+            out_shape = ["time", "batch", O]
+        else:
+            if pool == "last":  # each direction's final state of the top layer: [D, B, H] -> [B, D * H]
+                t = g.op("Transpose", [final_h[-1]], "top_h_bdh", perm=[1, 0, 2])
+                pooled = g.op("Reshape", [t, g.const("b_flat", np.array([0, -1], np.int64))], "pooled")
+            else:  # over each sequence's own rows: valid[t, b] = t < sequence_lens[b]
+                steps = g.op("Gather", [g.op("Shape", ["tokens"], "tokens_shape"), g.const("zero", np.array(0, np.int64))], "steps")
+                times = g.op("Range", [g.const("start", np.array(0, np.int64)), steps, g.const("delta", np.array(1, np.int64))], "times")
+                lens64 = g.op("Cast", ["sequence_lens"], "lens64", to=TensorProto.INT64)
+                valid = g.op("Less", [g.op("Unsqueeze", [times, g.const("ax1", np.array([1], np.int64))], "times_t1"),
+                                      g.op("Unsqueeze", [lens64, g.const("ax0", np.array([0], np.int64))], "lens_1b")], "valid")
+                valid3 = g.op("Unsqueeze", [valid, g.const("ax2", np.array([2], np.int64))], "valid3")
+                if pool == "mean":
+                    mask = g.op("Cast", [valid3], "mask", to=TensorProto.FLOAT)
+                    total = g.op("ReduceSum", [g.op("Mul", [x, mask], "masked"), g.const("axis0", np.array([0], np.int64))],
+                                 "total", keepdims=0)
+                    lensf = g.op("Unsqueeze", [g.op("Cast", ["sequence_lens"], "lensf", to=TensorProto.FLOAT),
+                                               g.const("ax1b", np.array([1], np.int64))], "lens_b1")
+                    pooled = g.op("Div", [total, lensf], "pooled")
+                else:
+                    masked = g.op("Where", [valid3, x, g.const("minus_inf", np.array(-np.inf, np.float32))], "masked")
+                    pooled = g.op("ReduceMax", [masked], "pooled", axes=[0], keepdims=0)
+            logits = g.op("Gemm", [pooled, g.const("head_w", hw), g.const("head_b", hb)], "logits", transB=1)
+            out_shape = ["batch", O]
+        g.op("LogSoftmax", [logits], "log_probs", axis=-1)
 
     state_shape = [L * D, "batch", H]
     inputs = [helper.make_tensor_value_info("tokens", TensorProto.INT64, ["time", "batch"]),

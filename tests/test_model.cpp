@@ -1,4 +1,4 @@
-// Tests of the sequence model (model.h) on the CPU backend: make_batch's time-major packing, the gradient
+// Tests of the sequence model (model.h) on the CPU backend (also its tied and adaptive-softmax heads): make_batch's time-major packing, the gradient
 // of forward_backward against central finite differences of evaluate (float, loose tolerance), evaluate
 // equal to forward_backward's loss, gradient accumulation and grad_scale, dropout determinism per seed,
 // init determinism, param_slices names/shapes/layout, 1 and 3 threads and the inference pass agreeing with
@@ -385,6 +385,148 @@ TEST(Model, StepMatchesEvaluate) {
   }
   std::vector<float> wrong(3);
   EXPECT_THROW(m.step(0, wrong, wrong), Error);
+}
+
+// The two heads of a language model at vocabulary scale (model.h): tied embeddings and the adaptive softmax.
+ModelConfig tied_config() {
+  ModelConfig c = small_config();
+  c.embed = c.hidden = 4;
+  c.tie_embeddings = true;
+  return c;
+}
+
+ModelConfig adaptive_config() {
+  ModelConfig c = small_config();
+  c.vocab = 13;
+  c.hidden = 8;
+  c.cutoffs = {3, 7};  // the shortlist 0-2, clusters 3-6 (projection 8 / 2 = 4 wide) and 7-12 (2 wide)
+  c.div_value = 2;
+  return c;
+}
+
+TEST(Model, TiedAndAdaptiveHeadsNamesAndShapes) {
+  auto backend = make_backend(DeviceType::cpu, 0, 1);
+  auto names = [](const Model& m) {
+    std::vector<std::pair<std::string, std::vector<int64_t>>> out;
+    for (const ParamSlice& s : m.param_slices())
+      if (!s.name.starts_with("lstm.")) out.emplace_back(s.name, s.shape);
+    return out;
+  };
+  Model tied(*backend, tied_config());
+  using Shapes = std::vector<std::pair<std::string, std::vector<int64_t>>>;
+  EXPECT_EQ(names(tied), (Shapes{{"emb.weight", {7, 4}}, {"out.bias", {7}}}));  // out.weight is emb.weight
+  Model adaptive(*backend, adaptive_config());
+  EXPECT_EQ(names(adaptive), (Shapes{{"emb.weight", {13, 3}},
+                                     {"out.head.weight", {3 + 2, 8}},
+                                     {"out.tail.0.0.weight", {4, 8}},
+                                     {"out.tail.0.1.weight", {4, 4}},
+                                     {"out.tail.1.0.weight", {2, 8}},
+                                     {"out.tail.1.1.weight", {6, 2}}}));
+  EXPECT_EQ(head_name(adaptive.config()), "adaptive softmax (cutoffs 3,7, div-value 2)");
+  EXPECT_EQ(head_name(tied.config()), "full softmax, tied embeddings");
+  // nn.Linear's initialisation of each head matrix: U(-1/sqrt(in), 1/sqrt(in)); the tied matrix as out.weight's.
+  adaptive.init(4);
+  tied.init(4);
+  for (Model* m : {&adaptive, &tied}) {
+    const std::vector<float> p = m->download_params();
+    for (const ParamSlice& s : m->param_slices()) {
+      if (s.name.starts_with("lstm.") || (s.name == "emb.weight" && !m->config().tie_embeddings)) continue;
+      const double k = 1 / std::sqrt(double(s.shape.size() == 2 ? s.shape[1] : m->config().features()));
+      float most = 0;
+      for (int64_t i = 0; i < numel_of(s.shape); ++i) most = std::max(most, std::fabs(p[size_t(s.offset + i)]));
+      EXPECT_LE(most, k) << s.name;
+      EXPECT_GT(most, 0.5 * k) << s.name;
+    }
+  }
+}
+
+TEST(Model, TiedAndAdaptiveRefusals) {
+  auto backend = make_backend(DeviceType::cpu, 0, 1);
+  auto refused = [&](ModelConfig c) {
+    try {
+      Model m(*backend, c);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  ModelConfig c = tied_config();
+  c.embed = 3;
+  EXPECT_EQ(refused(c), "--tie-embeddings: the embedding is 3 wide (--embed) but the output layer reads 4 features "
+                        "(--hidden): they must be equal");
+  c = adaptive_config();
+  c.tie_embeddings = true;
+  c.embed = c.hidden;
+  EXPECT_NE(refused(c).find("--tie-embeddings with --softmax adaptive"), std::string::npos);
+  for (std::vector<int64_t> bad : {std::vector<int64_t>{0, 7}, {3, 3}, {7, 3}, {3, 13}}) {
+    c = adaptive_config();
+    c.cutoffs = bad;
+    EXPECT_NE(refused(c).find("--cutoffs: "), std::string::npos) << refused(c);
+  }
+  c = adaptive_config();
+  c.div_value = 9;  // 8 / 9 < 1
+  EXPECT_NE(refused(c).find("--div-value 9: cluster 0's projection would be 8 / 9^1 < 1 wide"), std::string::npos)
+      << refused(c);
+  c = tied_config();
+  c.task = Task::tag;
+  c.classes = 3;
+  EXPECT_NE(refused(c).find("language models only"), std::string::npos) << refused(c);
+  EXPECT_EQ(parse_cutoffs("3,7", "x"), (std::vector<int64_t>{3, 7}));
+  EXPECT_THROW(parse_cutoffs("3,,7", "x"), InputError);
+  EXPECT_THROW(parse_cutoffs("7,3", "x"), InputError);
+  EXPECT_THROW(parse_cutoffs("", "x"), InputError);
+}
+
+TEST(Model, TiedAndAdaptiveGradientsMatchFiniteDifferences) {
+  auto backend = make_backend(DeviceType::cpu, 0, 1);
+  Model tied(*backend, tied_config());
+  tied.init(3);
+  expect_gradients_match(tied, random_batch({6, 5, 5, 3, 2}, 7, 17), "tied embeddings");
+  // Targets in every part of the adaptive softmax: the shortlist and both clusters.
+  Model adaptive(*backend, adaptive_config());
+  adaptive.init(3);
+  const Batch batch = random_batch({9, 8, 6, 5, 3}, 13, 21);
+  std::vector<int> parts(3, 0);
+  for (int32_t t : batch.targets) ++parts[t < 3 ? 0 : t < 7 ? 1 : 2];
+  for (int n : parts) ASSERT_GT(n, 2);
+  expect_gradients_match(adaptive, batch, "adaptive softmax");
+}
+
+// The adaptive loss of a target is -log_probs at it: the training pass's cross-entropies (head plus the
+// target's cluster only) against the full distribution, which must also sum to 1 per row; in blocks of
+// one row the loss and the gradients are those of one block.
+TEST(Model, AdaptiveLossIsTheFullDistributionsAtTheTarget) {
+  auto backend = make_backend(DeviceType::cpu, 0, 1);
+  const ModelConfig config = adaptive_config();
+  Model m(*backend, config), rows(*backend, config, 1);
+  m.init(6);
+  rows.init(6);
+  const Batch batch = random_batch({9, 8, 6, 5, 3}, 13, 22);
+  const std::vector<float> lp = m.log_probs(batch);
+  ASSERT_EQ(lp.size(), batch.targets.size() * 13);
+  double nll = 0;
+  for (size_t r = 0; r < batch.targets.size(); ++r) {
+    double mass = 0;
+    for (int j = 0; j < 13; ++j) mass += std::exp(double{lp[r * 13 + j]});
+    EXPECT_NEAR(mass, 1.0, 1e-5) << "row " << r;
+    nll -= lp[r * 13 + size_t(batch.targets[r])];
+  }
+  EXPECT_NEAR(m.evaluate(batch), nll, 1e-5 * nll);
+  for (Model* x : {&m, &rows}) backend->zero(x->grads().data(), x->grads().numel());
+  const double lw = m.forward_backward(batch, 0.5f, 3), lr = rows.forward_backward(batch, 0.5f, 3);
+  EXPECT_NEAR(lr, lw, 1e-9 * lw);
+  const auto gw = download_grads(m), gr = download_grads(rows);
+  for (size_t i = 0; i < gw.size(); ++i) ASSERT_NEAR(gr[i], gw[i], 1e-6f * (1 + std::fabs(gw[i]))) << "parameter " << i;
+  // Sampling's step() gives the same distribution as log_probs for a one-token sequence.
+  std::vector<float> h(2 * 8, 0.0f), c(2 * 8, 0.0f);
+  const std::vector<float> step = m.step(5, h, c);
+  const std::vector<float> first = m.log_probs(make_batch({5, 0}, {2}));
+  ASSERT_EQ(step.size(), first.size());
+  for (size_t j = 0; j < step.size(); ++j) EXPECT_NEAR(step[j], first[j], 1e-6) << "id " << j;
+  // A target outside the vocabulary is refused, naming it.
+  Batch bad = batch;
+  bad.targets[4] = 13;
+  EXPECT_THROW(m.evaluate(bad), Error);
 }
 
 ModelConfig labelled_config(Task task, bool bidirectional, Pool pool = Pool::last) {

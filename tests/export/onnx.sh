@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# python/rnn_dist_onnx.py against rnn_dist: a character language model (also exported with --state),
+# python/rnn_dist_onnx.py against rnn_dist: a character language model (also exported with --state), one
+# with tied embeddings (one initializer) and one with the adaptive softmax (the full distribution),
 # bidirectional classifiers pooling last, mean and max, and a bidirectional tagger, trained here, are
 # exported, pass onnx.checker, and run in onnxruntime (npm onnxruntime-node, CPU) on a whole test file as
 # one batch of unequal lengths: their log-probabilities must equal `rnn_dist eval --log-probs` within
@@ -48,6 +49,11 @@ run() {  # run NAME DATA OPTIONS...: trains, evaluates DATA/test.h5, exports, ru
 }
 run lm lm --dropout 0.2
 run lm-byte lm-byte
+run lm-tied lm --embed 16 --tie-embeddings
+run lm-adaptive lm --softmax adaptive --cutoffs 5,9 --div-value 2
+"$PY" -c "import onnx, sys; n = [i.name for i in onnx.load('lm-tied.onnx').graph.initializer]
+sys.exit(0 if n.count('emb.weight') == 1 and 'head_wt' not in n else 1)" \
+  && ok "lm-tied: the embedding is the graph's one initializer for both uses" || bad "lm-tied: the tied matrix is stored twice"
 for pool in last mean max; do run "classify-$pool" cls --bidirectional --pool "$pool"; done
 run tag tag --bidirectional
 

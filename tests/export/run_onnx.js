@@ -50,6 +50,19 @@ async function main() {
     `${Math.max(...batch.inputs.map((s) => s.length))} tokens in one batch, max |log p difference| ` +
     `${worst.toExponential(2)}`;
   let ok = worst <= 1e-4;
+  // Each valid row is a whole distribution over the outputs (the adaptive softmax's too): |log sum exp| small.
+  let mass = 0;
+  const O = lp.dims[lp.dims.length - 1];
+  batch.inputs.forEach((s, b) => {
+    const rows = batch.task === 'classify' ? [b] : s.map((_, t) => t * B + b);
+    for (const r of rows) {
+      let sum = 0;
+      for (let j = 0; j < O; ++j) sum += Math.exp(lp.data[r * O + j]);
+      mass = Math.max(mass, Math.abs(Math.log(sum)));
+    }
+  });
+  line += `, max |log of a row's probability mass| ${mass.toExponential(2)}`;
+  ok = ok && mass <= 1e-5;
   if (statePath) {
     const K = 12, K1 = 5;
     const longer = batch.inputs.filter((s) => s.length >= K);
