@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The adaptive softmax against the full one (issue 28): a word-level language model (E = H = 256, 1 layer,
+# 32 sequences per step, 1 rank, 1 thread) on a synthetic Zipfian corpus (bench/synth_corpus.awk, TYPES
+# word types, about 600k tokens), STEPS steps each with --softmax full and with --softmax adaptive
+# --cutoffs 2000,10000, from the same seed. Prints the training tokens/s of both (measured in the same
+# run of this script, so their ratio is what counts), the validation perplexity after the same tokens, and
+# the time split; checks that the adaptive softmax is at least 3x as fast and its perplexity no more than
+# 3% worse (lower is fine), exits 1 otherwise.
+#   bench/adaptive_softmax.sh BUILD_DIR [STEPS (150)] [TYPES (50000)]
+set -uo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+BUILD=$(cd "$1" && pwd)
+STEPS=${2:-150}
+TYPES=${3:-50000}
+W=$(mktemp -d)
+trap 'rm -rf "$W"' EXIT
+cd "$W"
+awk -v lines=30000 -v minw=10 -v maxw=30 -v types="$TYPES" -v seed=1 -f "$HERE/synth_corpus.awk" > corpus.txt
+"$BUILD/rnn_prep" --input corpus.txt --output-dir data --format lines --tokenizer word --valid-fraction 0.02 --seed 1 \
+  > /dev/null || { echo "rnn_prep failed"; exit 1; }
+vocab=$("$BUILD/rnn_dist" info data/train.h5 | sed -n 's/^  vocab size: *//p')
+echo "corpus: $(wc -w < corpus.txt) words, vocabulary $vocab (TYPES $TYPES); $STEPS steps of 32 sequences, 1 thread"
+declare -A tps ppl
+for head in full adaptive; do
+  opts=()
+  [ $head = adaptive ] && opts=(--softmax adaptive --cutoffs 2000,10000)
+  "$BUILD/rnn_dist" train --train data/train.h5 --valid data/valid.h5 --embed 256 --hidden 256 --layers 1 \
+    --batch-size 32 --max-steps "$STEPS" --log-every "$STEPS" --threads 1 --device cpu --seed 3 "${opts[@]}" \
+    > "log.$head" 2>&1 || { echo "FAILED: $head: $(tail -2 "log.$head")"; exit 1; }
+  tps[$head]=$(sed -n 's/^trained .*: \([0-9]*\) tokens\/s.*/\1/p' "log.$head")
+  ppl[$head]=$(sed -n 's/^valid .* ppl \([0-9.]*\) .*/\1/p' "log.$head")
+  printf '%-8s %8s tokens/s  valid ppl %8s  %s\n' "$head" "${tps[$head]}" "${ppl[$head]}" "$(grep -o 'time split.*' "log.$head")"
+done
+awk -v tf="${tps[full]}" -v ta="${tps[adaptive]}" -v pf="${ppl[full]}" -v pa="${ppl[adaptive]}" 'BEGIN {
+  ok = tf > 0 && ta >= 3 * tf && pa <= 1.03 * pf
+  printf "adaptive / full: %.2fx tokens/s, perplexity %+.1f%%: %s\n", ta / tf, 100 * (pa - pf) / pf,
+    ok ? "ok (>= 3x, perplexity within 3% or better)" : "FAILED (want >= 3x and perplexity at most 3% worse)"
+  exit !ok }'
