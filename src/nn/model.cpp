@@ -413,17 +413,23 @@ double Model::head_loss(const float* feat, int64_t rows, const std::vector<int32
   ensure(targets_, backend_, rows * sizeof(int32_t));
   auto* targets = static_cast<int32_t*>(targets_.data());
   backend_.upload(targets, truth.data(), rows * sizeof(int32_t));
-  const float* bias = out_b_offset_ >= 0 ? param(out_b_offset_) : nullptr;
+  return linear_loss(feat, rows, F, out_w_offset_, out_b_offset_, O, targets, train, grad_scale, dfeat, loss_sum);
+}
+
+double Model::linear_loss(const float* x, int64_t rows, int in, int64_t w, int64_t b, int out, const int32_t* targets,
+                          bool train, float grad_scale, float* dx, double* loss_sum) {
+  const float* bias = b >= 0 ? param(b) : nullptr;
+  const int64_t block = rows_per_block(out);
   double backward = 0;
-  for (int64_t r0 = 0; r0 < rows; r0 += logits_block_rows_) {
-    const int64_t n = std::min(logits_block_rows_, rows - r0);
-    logits_.resize({n, O});
-    backend_.linear_forward(feat + r0 * F, n, F, param(out_w_offset_), bias, O, logits_.data());
-    backend_.cross_entropy(logits_.data(), n, O, targets + r0, train ? logits_.data() : nullptr, grad_scale, loss_sum);
+  for (int64_t r0 = 0; r0 < rows; r0 += block) {
+    const int64_t n = std::min(block, rows - r0);
+    logits_.resize({n, out});
+    backend_.linear_forward(x + r0 * in, n, in, param(w), bias, out, logits_.data());
+    backend_.cross_entropy(logits_.data(), n, out, targets + r0, train ? logits_.data() : nullptr, grad_scale, loss_sum);
     if (train) {
       const auto b0 = Clock::now();
-      backend_.linear_backward(feat + r0 * F, n, F, param(out_w_offset_), O, logits_.data(), dfeat + r0 * F,
-                               grad(out_w_offset_), out_b_offset_ >= 0 ? grad(out_b_offset_) : nullptr);
+      backend_.linear_backward(x + r0 * in, n, in, param(w), out, logits_.data(), dx + r0 * in, grad(w),
+                               b >= 0 ? grad(b) : nullptr);
       backward += seconds_since(b0);
     }
   }
@@ -465,20 +471,7 @@ double Model::adaptive_loss(const float* feat, int64_t rows, const std::vector<i
   auto* routed = static_cast<int32_t*>(targets_.data());
   backend_.upload(routed, routed_.data(), used * sizeof(int32_t));
 
-  double backward = 0;
-  const int64_t head_block = rows_per_block(Hd);
-  for (int64_t r0 = 0; r0 < rows; r0 += head_block) {
-    const int64_t n = std::min(head_block, rows - r0);
-    logits_.resize({n, Hd});
-    backend_.linear_forward(feat + r0 * F, n, F, param(out_w_offset_), nullptr, Hd, logits_.data());
-    backend_.cross_entropy(logits_.data(), n, Hd, routed + r0, train ? logits_.data() : nullptr, grad_scale, loss_sum);
-    if (train) {
-      const auto b0 = Clock::now();
-      backend_.linear_backward(feat + r0 * F, n, F, param(out_w_offset_), Hd, logits_.data(), dfeat + r0 * F,
-                               grad(out_w_offset_), nullptr);
-      backward += seconds_since(b0);
-    }
-  }
+  double backward = linear_loss(feat, rows, F, out_w_offset_, -1, Hd, routed, train, grad_scale, dfeat, loss_sum);
   used = rows;
   for (int64_t k = 0; k < K; ++k) {
     const Cluster& c = clusters_[size_t(k)];

@@ -144,6 +144,11 @@ class Model {
   // output layer's gradients accumulated. Returns the seconds its backward calls took.
   double head_loss(const float* feat, int64_t rows, const std::vector<int32_t>& truth, bool train, float grad_scale,
                  float* dfeat, double* loss_sum);
+  // A linear layer (weight at offset w, bias at b, -1: none; in -> out) and its cross-entropy against
+  // `targets` (device) over `rows` rows of x, in blocks: the loss added to *loss_sum; with train, dx
+  // overwritten and the layer's gradients accumulated. Returns the seconds of its backward calls.
+  double linear_loss(const float* x, int64_t rows, int in, int64_t w, int64_t b, int out, const int32_t* targets,
+                     bool train, float grad_scale, float* dx, double* loss_sum);
   // The adaptive softmax's head_loss: the head on every row, each cluster on the rows whose targets it holds.
   double adaptive_loss(const float* feat, int64_t rows, const std::vector<int32_t>& truth, bool train,
                      float grad_scale, float* dfeat, double* loss_sum);
