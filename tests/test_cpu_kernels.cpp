@@ -347,6 +347,100 @@ TEST(CpuLstmLayer, TwoLayerFiniteDifferences) {
   }
 }
 
+// A layer with a projection (nn.LSTM(proj_size=P)): h_t = W_hr (o_t * tanh(c_t)), P wide, is the output and
+// the recurrent input. Its forward pass equals plain loops, one sequence at a time (also on a team of 3,
+// and through the inference pass); its backward pass equals central differences in double of a loss over
+// y, hn and cn, for x, both states and every weight, W_hr included.
+TEST(CpuLstmLayer, ProjectionMatchesPlainLoopsAndFiniteDifferences) {
+  std::mt19937 rng(23);
+  const std::vector<int> lengths = {5, 4, 2, 2, 1};
+  const Packing pk = Packing::from_lengths(lengths);
+  const int I = 3, H = 5, P = 2, B = pk.batch();
+  const int64_t R = pk.rows();
+  Vec<double> w_ih = random_vec<double>(4 * H * I, rng), w_hh = random_vec<double>(4 * H * P, rng),
+              b_ih = random_vec<double>(4 * H, rng), b_hh = random_vec<double>(4 * H, rng),
+              w_hr = random_vec<double>(P * H, rng, 0.8);
+  Vec<double> x = random_vec<double>(R * I, rng, 1.0), h0 = random_vec<double>(B * P, rng),
+              c0 = random_vec<double>(B * H, rng);
+  auto params = [&] {
+    LstmLayerParams<double> p{w_ih.data(), w_hh.data(), b_ih.data(), b_hh.data(), I, H};
+    p.w_hr = w_hr.data();
+    p.proj = P;
+    return p;
+  };
+  struct Out {
+    Vec<double> y, hn, cn, cache;
+  };
+  auto forward = [&](Team* team) {
+    Out o{Vec<double>(R * P), Vec<double>(B * P), Vec<double>(B * H), Vec<double>(lstm_cache_elems(R, H, P))};
+    lstm_layer_forward(pk, params(), x.data(), h0.data(), c0.data(), o.y.data(), o.hn.data(), o.cn.data(),
+                       lstm_cache_view(o.cache.data(), R, H, P), team);
+    return o;
+  };
+  const Out f = forward(nullptr);
+  // Plain loops.
+  auto sigmoid = [](double v) { return 1 / (1 + std::exp(-v)); };
+  Vec<double> want_y(R * P), want_hn(B * P), want_cn(B * H);
+  for (int b = 0; b < B; ++b) {
+    Vec<double> h(h0.begin() + b * P, h0.begin() + (b + 1) * P), c(c0.begin() + b * H, c0.begin() + (b + 1) * H);
+    for (int t = 0; t < lengths[b]; ++t) {
+      const double* xt = x.data() + pk.row(t, b) * I;
+      Vec<double> pre(4 * H), mt(H);
+      for (int k = 0; k < 4 * H; ++k) {
+        pre[k] = b_ih[k] + b_hh[k];
+        for (int i = 0; i < I; ++i) pre[k] += w_ih[k * I + i] * xt[i];
+        for (int q = 0; q < P; ++q) pre[k] += w_hh[k * P + q] * h[q];
+      }
+      for (int j = 0; j < H; ++j) {
+        c[j] = sigmoid(pre[H + j]) * c[j] + sigmoid(pre[j]) * std::tanh(pre[2 * H + j]);
+        mt[j] = sigmoid(pre[3 * H + j]) * std::tanh(c[j]);
+      }
+      for (int q = 0; q < P; ++q) {
+        h[q] = 0;
+        for (int j = 0; j < H; ++j) h[q] += w_hr[q * H + j] * mt[j];
+        want_y[pk.row(t, b) * P + q] = h[q];
+      }
+    }
+    std::copy(h.begin(), h.end(), want_hn.begin() + b * P);
+    std::copy(c.begin(), c.end(), want_cn.begin() + b * H);
+  }
+  expect_close("projected y", f.y, want_y, 1e-14);
+  expect_close("projected hn", f.hn, want_hn, 1e-14);
+  expect_close("projected cn", f.cn, want_cn, 1e-14);
+  Team team(3);
+  const Out threaded = forward(&team);
+  expect_close("projected y, team of 3", threaded.y, f.y, 1e-15);
+  Vec<double> iy(R * P), ihn(B * P), icn(B * H), iws(lstm_inference_workspace_elems(R, B, H, P));
+  lstm_layer_inference(pk, params(), x.data(), h0.data(), c0.data(), iy.data(), ihn.data(), icn.data(), iws.data());
+  expect_close("projected y, inference", iy, f.y, 1e-15);
+  expect_close("projected cn, inference", icn, f.cn, 1e-15);
+
+  const Vec<double> cy = random_vec<double>(R * P, rng, 1.0), chn = random_vec<double>(B * P, rng, 1.0),
+                    ccn = random_vec<double>(B * H, rng, 1.0);
+  auto loss = [&] {
+    const Out o = forward(nullptr);
+    return dot(cy, o.y) + dot(chn, o.hn) + dot(ccn, o.cn);
+  };
+  for (Team* t : {static_cast<Team*>(nullptr), &team}) {
+    Out o = forward(t);
+    Vec<double> g_w_ih(w_ih.size()), g_w_hh(w_hh.size()), g_b_ih(b_ih.size()), g_b_hh(b_hh.size()), g_w_hr(w_hr.size());
+    Vec<double> dx(R * I, 1e3), dh0(B * P, 1e3), dc0(B * H, 1e3), ws(lstm_backward_workspace_elems(R, B, H, P));
+    LstmLayerGrads<double> grads{g_w_ih.data(), g_w_hh.data(), g_b_ih.data(), g_b_hh.data()};
+    grads.w_hr = g_w_hr.data();
+    lstm_layer_backward(pk, params(), x.data(), h0.data(), c0.data(), lstm_cache_view(o.cache.data(), R, H, P),
+                        cy.data(), chn.data(), ccn.data(), dx.data(), dh0.data(), dc0.data(), grads, ws.data(), t);
+    const std::string on = t ? " (team of 3)" : "";
+    expect_gradient("x" + on, x, dx, loss);
+    expect_gradient("h0" + on, h0, dh0, loss);
+    expect_gradient("c0" + on, c0, dc0, loss);
+    expect_gradient("w_ih" + on, w_ih, g_w_ih, loss);
+    expect_gradient("w_hh" + on, w_hh, g_w_hh, loss);
+    expect_gradient("b_ih" + on, b_ih, g_b_ih, loss);
+    expect_gradient("b_hh" + on, b_hh, g_b_hh, loss);
+    expect_gradient("w_hr" + on, w_hr, g_w_hr, loss);
+  }
+}
+
 // Left-out optional arguments (nullptr) behave as zeros, and skipping dx/dh0/dc0 changes no weight gradient.
 TEST(CpuLstmLayer, NullptrMeansZero) {
   std::mt19937 rng(5);

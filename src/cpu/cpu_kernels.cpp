@@ -338,18 +338,23 @@ void gemm(bool trans_a, bool trans_b, int m, int n, int k, std::type_identity_t<
     cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-size_t lstm_cache_elems(int64_t rows, int hidden) { return static_cast<size_t>(rows) * 6 * hidden; }
+size_t lstm_cache_elems(int64_t rows, int hidden, int proj) {
+  return static_cast<size_t>(rows) * (proj > 0 ? 6 * hidden + proj : 6 * hidden);
+}
 
 template <class T>
-LstmLayerCache<T> lstm_cache_view(T* base, int64_t rows, int hidden) {
+LstmLayerCache<T> lstm_cache_view(T* base, int64_t rows, int hidden, int proj) {
   T* gates = base;
   T* cell = gates + rows * 4 * hidden;
   T* h_prev = cell + rows * hidden;
-  return {gates, cell, h_prev};
+  T* m = proj > 0 ? h_prev + rows * proj : nullptr;
+  return {gates, cell, h_prev, m};
 }
 
-size_t lstm_backward_workspace_elems(int64_t /*rows*/, int batch, int hidden) {
-  // The carried dh and dc (B x H each); the gate gradients go over cache.gates.
+size_t lstm_backward_workspace_elems(int64_t rows, int batch, int hidden, int proj) {
+  // The carried dh and dc (B x H each); the gate gradients go over cache.gates. With a projection: dh is
+  // B x P, and each row's whole dL/dh_t (rows x P, for dW_hr) and a step's dL/dm_t (B x H) are kept too.
+  if (proj > 0) return static_cast<size_t>(batch) * (proj + 2 * hidden) + static_cast<size_t>(rows) * proj;
   return static_cast<size_t>(batch) * 2 * hidden;
 }
 
@@ -374,9 +379,112 @@ void gate_gemm(int m, int H, int j0, int j1, int k, const T* a, const T* w, T be
 
 }  // namespace
 
-size_t lstm_inference_workspace_elems(int64_t rows, int batch, int hidden) {
+size_t lstm_inference_workspace_elems(int64_t rows, int batch, int hidden, int proj) {
+  if (proj > 0) return lstm_cache_elems(rows, hidden, proj);
   return static_cast<size_t>(inference_chunk_rows(rows, batch)) * 4 * hidden + static_cast<size_t>(batch) * hidden;
 }
+
+namespace {
+
+// The layer with a projection (nn.LSTM(proj_size=P)). Members own hidden units [j0, j1) for the gates and
+// the cell, as without one, and output columns [p0, p1) of h_t = m_t W_hr^T: a step has two barriers, one
+// when m_t is complete for the projection, one when h_t is complete for the next step's recurrent product.
+template <class T>
+void lstm_proj_forward(const Packing& packing, const LstmLayerParams<T>& p, const T* x, const T* h0, const T* c0,
+                       T* y, T* hn, T* cn, LstmLayerCache<T> cache, Team* team) {
+  const int H = p.hidden, P = p.proj, I = p.input, B = packing.batch();
+  const int rows = blas_dim(packing.rows());
+  parallel(team, [&](int m, int members) {
+    const auto [j0, j1] = int_share(H, members, m, kLanes);
+    const auto [p0, p1] = int_share(P, members, m);
+    gate_gemm<T>(rows, H, j0, j1, I, x, p.w_ih, T(0), cache.gates);
+    for (int t = 0; t < packing.steps(); ++t) {
+      const int bt = packing.batch_sizes[t];
+      const int64_t off = packing.step_offset[t];
+      const T* h_prev = t > 0 ? y + packing.step_offset[t - 1] * P : h0;
+      if (h_prev != nullptr) {
+        gate_gemm<T>(bt, H, j0, j1, P, h_prev, p.w_hh, T(1), cache.gates + off * 4 * H);
+        copy_cols(h_prev, bt, P, p0, p1, cache.h_prev + off * P);
+      } else {
+        for (int b = 0; b < bt; ++b) std::fill(cache.h_prev + (off + b) * P + p0, cache.h_prev + (off + b) * P + p1, T(0));
+      }
+      const T* c_prev = t > 0 ? cache.cell + packing.step_offset[t - 1] * H : c0;
+      cell_forward(bt, H, j0, j1, cache.gates + off * 4 * H, p.b_ih, p.b_hh, c_prev, cache.cell + off * H,
+                   cache.m + off * H, true);
+      sync(team);
+      gemm<T>(false, true, bt, p1 - p0, H, T(1), cache.m + off * H, H, p.w_hr + int64_t{p0} * H, H, T(0),
+              y + off * P + p0, P);
+      sync(team);
+    }
+    for (int b = 0; b < B; ++b) {
+      const int64_t r = packing.row(packing.lengths[b] - 1, b);
+      if (hn != nullptr) std::copy(y + r * P + p0, y + r * P + p1, hn + static_cast<int64_t>(b) * P + p0);
+      if (cn != nullptr)
+        std::copy(cache.cell + r * H + j0, cache.cell + r * H + j1, cn + static_cast<int64_t>(b) * H + j0);
+    }
+  });
+}
+
+// Its backward pass, a step at a time from the last: dL/dm_t = dL/dh_t W_hr (units, once dL/dh_t is
+// complete), the cell's gate gradients (units), a barrier, dL/dh_{t-1} = dG_t W_hh plus dy_{t-1}
+// (output columns), a barrier. dW_hr is one GEMM at the end over every row's dL/dh_t, kept in dh_all.
+template <class T>
+void lstm_proj_backward(const Packing& packing, const LstmLayerParams<T>& p, const T* x, const T* c0,
+                        LstmLayerCache<T> cache, const T* dy, const T* dhn, const T* dcn, T* dx, T* dh0, T* dc0,
+                        LstmLayerGrads<T> grads, T* workspace, Team* team) {
+  const int H = p.hidden, P = p.proj, G = 4 * H, I = p.input, B = packing.batch();
+  const int rows = blas_dim(packing.rows());
+  T* dgates = cache.gates;
+  T* dh = workspace;            // B x P: dL/dh of each sequence's step in progress (dhn until it starts)
+  T* dc = dh + int64_t{B} * P;  // B x H
+  T* dm = dc + int64_t{B} * H;  // B x H: dL/dm of the step in progress
+  T* dh_all = dm + int64_t{B} * H;  // rows x P: dL/dh_t of every row, dy included
+  // dh_all's rows of step t: dh of its active sequences plus dy.
+  auto whole_dh = [&](int t, int q0, int q1) {
+    const int64_t off = packing.step_offset[t];
+    for (int b = 0; b < packing.batch_sizes[t]; ++b)
+      for (int k = q0; k < q1; ++k) dh_all[(off + b) * P + k] = dh[int64_t{b} * P + k] + (dy ? dy[(off + b) * P + k] : T(0));
+  };
+  parallel(team, [&](int m, int members) {
+    const auto [j0, j1] = int_share(H, members, m, kLanes);
+    const auto [p0, p1] = int_share(P, members, m);
+    for (int b = 0; b < B; ++b) {
+      for (int k = p0; k < p1; ++k) dh[int64_t{b} * P + k] = dhn ? dhn[int64_t{b} * P + k] : T(0);
+      for (int j = j0; j < j1; ++j) dc[int64_t{b} * H + j] = dcn ? dcn[int64_t{b} * H + j] : T(0);
+    }
+    if (packing.steps() > 0) whole_dh(packing.steps() - 1, p0, p1);
+    sync(team);
+    for (int t = packing.steps() - 1; t >= 0; --t) {
+      const int bt = packing.batch_sizes[t];
+      const int64_t off = packing.step_offset[t];
+      gemm<T>(false, false, bt, j1 - j0, P, T(1), dh_all + off * P, P, p.w_hr + j0, H, T(0), dm + j0, H);
+      const T* c_prev = t > 0 ? cache.cell + packing.step_offset[t - 1] * H : c0;
+      T* dg_t = dgates + off * G;
+      cell_backward(bt, H, j0, j1, dg_t, cache.cell + off * H, c_prev, dm, nullptr, dc);
+      sync(team);
+      if (t > 0 || dh0 != nullptr) gemm<T>(false, false, bt, p1 - p0, G, T(1), dg_t, G, p.w_hh + p0, P, T(0), dh + p0, P);
+      if (t > 0) whole_dh(t - 1, p0, p1);
+      sync(team);
+    }
+    for (int b = 0; b < B; ++b) {
+      if (dh0 != nullptr) std::copy(dh + int64_t{b} * P + p0, dh + int64_t{b} * P + p1, dh0 + int64_t{b} * P + p0);
+      if (dc0 != nullptr) std::copy(dc + int64_t{b} * H + j0, dc + int64_t{b} * H + j1, dc0 + int64_t{b} * H + j0);
+    }
+    const auto [g0, g1] = int_share(G, members, m);
+    gemm<T>(true, false, g1 - g0, I, rows, T(1), dgates + g0, G, x, I, T(1), grads.w_ih + int64_t{g0} * I, I);
+    gemm<T>(true, false, g1 - g0, P, rows, T(1), dgates + g0, G, cache.h_prev, P, T(1), grads.w_hh + int64_t{g0} * P,
+            P);
+    add_colsum<T>(dgates, rows, G, g0, g1, grads.b_ih, grads.b_hh);
+    gemm<T>(true, false, p1 - p0, H, rows, T(1), dh_all + p0, P, cache.m, H, T(1), grads.w_hr + int64_t{p0} * H, H);
+    if (dx != nullptr) {
+      const auto [r0, r1] = int_share(rows, members, m);
+      gemm<T>(false, false, r1 - r0, I, G, T(1), dgates + int64_t{r0} * G, G, p.w_ih, I, T(0), dx + int64_t{r0} * I,
+              I);
+    }
+  });
+}
+
+}  // namespace
 
 // Each member owns hidden units [j0, j1) (in every gate block) for the whole pass: it computes their input
 // projection, their recurrent pre-activations and their cell update, so members meet only once a step,
@@ -385,6 +493,7 @@ template <class T>
 void lstm_layer_forward(const Packing& packing, const LstmLayerParams<T>& p, const T* x, Nullable<const T> h0,
                         Nullable<const T> c0, T* y, Nullable<T> hn, Nullable<T> cn, LstmLayerCache<T> cache,
                         Team* team) {
+  if (p.proj > 0) return lstm_proj_forward<T>(packing, p, x, h0, c0, y, hn, cn, cache, team);
   const int H = p.hidden, I = p.input, B = packing.batch();
   const int rows = blas_dim(packing.rows());
   parallel(team, [&](int m, int members) {
@@ -421,6 +530,9 @@ void lstm_layer_forward(const Packing& packing, const LstmLayerParams<T>& p, con
 template <class T>
 void lstm_layer_inference(const Packing& packing, const LstmLayerParams<T>& p, const T* x, Nullable<const T> h0,
                           Nullable<const T> c0, T* y, Nullable<T> hn, Nullable<T> cn, T* workspace, Team* team) {
+  if (p.proj > 0)  // the training pass into a cache in the workspace, which inference then drops
+    return lstm_proj_forward<T>(packing, p, x, h0, c0, y, hn, cn,
+                                lstm_cache_view(workspace, packing.rows(), p.hidden, p.proj), team);
   const int H = p.hidden, G = 4 * H, I = p.input, B = packing.batch();
   const int64_t chunk = inference_chunk_rows(packing.rows(), B);
   T* gates = workspace;         // chunk x 4H: pre-activations of the steps in the current chunk
@@ -467,6 +579,7 @@ void lstm_layer_backward(const Packing& packing, const LstmLayerParams<T>& p, co
                          Nullable<const T> c0, LstmLayerCache<T> cache, Nullable<const T> dy, Nullable<const T> dhn,
                          Nullable<const T> dcn, Nullable<T> dx, Nullable<T> dh0, Nullable<T> dc0,
                          LstmLayerGrads<T> grads, T* workspace, Team* team) {
+  if (p.proj > 0) return lstm_proj_backward<T>(packing, p, x, c0, cache, dy, dhn, dcn, dx, dh0, dc0, grads, workspace, team);
   const int H = p.hidden, G = 4 * H, I = p.input, B = packing.batch();
   const int rows = blas_dim(packing.rows());
   const size_t state = static_cast<size_t>(B) * H;
@@ -661,7 +774,7 @@ void apply_mask(const T* x, const T* mask, int64_t n, T* y) {
 
 #define RNN_DIST_INSTANTIATE(T)                                                                                  \
   template void gemm<T>(bool, bool, int, int, int, T, const T*, int, const T*, int, T, T*, int);                 \
-  template LstmLayerCache<T> lstm_cache_view<T>(T*, int64_t, int);                                               \
+  template LstmLayerCache<T> lstm_cache_view<T>(T*, int64_t, int, int);                                          \
   template void lstm_layer_forward<T>(const Packing&, const LstmLayerParams<T>&, const T*, const T*, const T*, T*, \
                                       T*, T*, LstmLayerCache<T>, Team*);                                         \
   template void lstm_layer_inference<T>(const Packing&, const LstmLayerParams<T>&, const T*, const T*, const T*,   \

@@ -30,8 +30,9 @@ template <class T>
 void gemm(bool trans_a, bool trans_b, int m, int n, int k, std::type_identity_t<T> alpha, const T* a, int lda,
           const T* b, int ldb, std::type_identity_t<T> beta, T* c, int ldc);
 
-// One LSTM layer's weights, gate order i, f, g, o (as PyTorch nn.LSTM): w_ih is 4H x I, w_hh is 4H x H,
-// b_ih and b_hh are 4H each.
+// One LSTM layer's weights, gate order i, f, g, o (as PyTorch nn.LSTM): w_ih is 4H x I, w_hh is 4H x R,
+// b_ih and b_hh are 4H each. With a projection (proj = P > 0, nn.LSTM(proj_size=P)) the layer's output and
+// recurrent state are h_t = W_hr (o_t * tanh(c_t)), P wide (w_hr is P x H); R, the width of h, is P, else H.
 template <class T>
 struct LstmLayerParams {
   const T* w_ih;
@@ -40,6 +41,9 @@ struct LstmLayerParams {
   const T* b_hh;
   int input;
   int hidden;
+  const T* w_hr = nullptr;
+  int proj = 0;
+  int out() const { return proj > 0 ? proj : hidden; }  // R
 };
 
 // Gradient buffers shaped as LstmLayerParams; the backward pass adds into them.
@@ -49,6 +53,7 @@ struct LstmLayerGrads {
   T* w_hh;
   T* b_ih;
   T* b_hh;
+  T* w_hr = nullptr;
 };
 
 // What one layer's forward pass keeps for its backward pass, in caller-owned memory.
@@ -56,22 +61,24 @@ template <class T>
 struct LstmLayerCache {
   T* gates;   // rows x 4H: i, f, g, o after their nonlinearity (the backward pass overwrites them)
   T* cell;    // rows x H: c_t
-  T* h_prev;  // rows x H: h_{t-1} of each row, so that dW_hh is a single GEMM
+  T* h_prev;  // rows x R: h_{t-1} of each row, so that dW_hh is a single GEMM
+  T* m;       // with a projection, rows x H: o_t * tanh(c_t) before it (else null)
 };
 
-// Elements of one layer's cache (gates + cell + h_prev).
-size_t lstm_cache_elems(int64_t rows, int hidden);
-// Carves a cache out of one block of lstm_cache_elems(rows, hidden) elements.
+// Elements of one layer's cache (gates + cell + h_prev, + m with a projection of width proj).
+size_t lstm_cache_elems(int64_t rows, int hidden, int proj = 0);
+// Carves a cache out of one block of lstm_cache_elems(rows, hidden, proj) elements.
 template <class T>
-LstmLayerCache<T> lstm_cache_view(T* base, int64_t rows, int hidden);
+LstmLayerCache<T> lstm_cache_view(T* base, int64_t rows, int hidden, int proj = 0);
 // Elements of the workspace lstm_layer_backward needs.
-size_t lstm_backward_workspace_elems(int64_t rows, int batch, int hidden);
-// Elements of the workspace lstm_layer_inference needs (bounded whatever the batch's length).
-size_t lstm_inference_workspace_elems(int64_t rows, int batch, int hidden);
+size_t lstm_backward_workspace_elems(int64_t rows, int batch, int hidden, int proj = 0);
+// Elements of the workspace lstm_layer_inference needs (bounded whatever the batch's length without a
+// projection; with one, a training cache's).
+size_t lstm_inference_workspace_elems(int64_t rows, int batch, int hidden, int proj = 0);
 
 // Forward pass of one layer over a packed batch.
-// x: rows x input. h0, c0: B x H initial states, nullptr for zeros. y: rows x H outputs.
-// hn, cn: B x H final states, each sequence's taken at its own last step (nullptr = not needed).
+// x: rows x input. h0: B x R, c0: B x H initial states, nullptr for zeros. y: rows x R outputs.
+// hn (B x R), cn (B x H): final states, each sequence's taken at its own last step (nullptr = not needed).
 template <class T>
 void lstm_layer_forward(const Packing& packing, const LstmLayerParams<T>& p, const T* x, Nullable<const T> h0,
                         Nullable<const T> c0, T* y, Nullable<T> hn, Nullable<T> cn, LstmLayerCache<T> cache,
@@ -87,8 +94,8 @@ void lstm_layer_inference(const Packing& packing, const LstmLayerParams<T>& p, c
 
 // Backward pass of one layer, given the forward's inputs and cache. It overwrites cache.gates (with the
 // gate gradients), so each forward pass serves one backward pass.
-// dy: rows x H (nullptr = 0). dhn, dcn: B x H gradients w.r.t. the final states (nullptr = 0).
-// dx: rows x input; dh0, dc0: B x H (each nullptr = not needed; otherwise overwritten).
+// dy: rows x R (nullptr = 0). dhn (B x R), dcn (B x H): gradients w.r.t. the final states (nullptr = 0).
+// dx: rows x input; dh0 (B x R), dc0 (B x H) (each nullptr = not needed; otherwise overwritten).
 // h0 is not read (cache.h_prev holds it); it is taken so that both passes get the same inputs.
 // workspace: lstm_backward_workspace_elems(rows, batch, hidden) elements.
 template <class T>
