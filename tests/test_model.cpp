@@ -529,6 +529,36 @@ TEST(Model, AdaptiveLossIsTheFullDistributionsAtTheTarget) {
   EXPECT_THROW(m.evaluate(bad), Error);
 }
 
+// The LSTM with a projection (--proj-size): weight_hr_l{k} after each layer's biases, weight_hh 4H x P,
+// layer 1 and the head reading P features; gradients against finite differences (bidirectional projected
+// layers, whose small recurrent derivatives this float check cannot see, are checked in double in
+// test_bidirectional); step() carries h P wide and c H wide, equal to evaluate.
+TEST(Model, ProjectionShapesGradientsAndStep) {
+  auto backend = make_backend(DeviceType::cpu, 0, 1);
+  ModelConfig c = small_config();
+  c.hidden = 5;
+  c.proj = 3;
+  Model m(*backend, c);
+  std::vector<std::pair<std::string, std::vector<int64_t>>> got;
+  for (const ParamSlice& s : m.param_slices()) got.emplace_back(s.name, s.shape);
+  using Shapes = std::vector<std::pair<std::string, std::vector<int64_t>>>;
+  EXPECT_EQ(got, (Shapes{{"emb.weight", {7, 3}},          {"lstm.weight_ih_l0", {20, 3}}, {"lstm.weight_hh_l0", {20, 3}},
+                         {"lstm.bias_ih_l0", {20}},       {"lstm.bias_hh_l0", {20}},      {"lstm.weight_hr_l0", {3, 5}},
+                         {"lstm.weight_ih_l1", {20, 3}},  {"lstm.weight_hh_l1", {20, 3}}, {"lstm.bias_ih_l1", {20}},
+                         {"lstm.bias_hh_l1", {20}},       {"lstm.weight_hr_l1", {3, 5}},  {"out.weight", {7, 3}},
+                         {"out.bias", {7}}}));
+  m.init(3);
+  expect_gradients_match(m, random_batch({9, 9, 8, 8, 8, 7, 7, 6, 6, 5, 5, 4, 3, 3, 2}, 7, 17), "projected language model");
+  std::vector<float> h(2 * 3, 0.0f), cs(2 * 5, 0.0f);
+  const std::vector<float> logp = m.step(4, h, cs);
+  EXPECT_NEAR(m.evaluate(make_batch({4, 6}, {2})), -double{logp[6]}, 1e-5);
+  std::vector<float> wrong(2 * 5, 0.0f);
+  EXPECT_THROW(m.step(4, wrong, cs), Error);  // h is P wide
+  ModelConfig bad = c;
+  bad.proj = 5;
+  EXPECT_THROW(Model(*backend, bad), InputError);  // proj must be below hidden, as in PyTorch
+}
+
 ModelConfig labelled_config(Task task, bool bidirectional, Pool pool = Pool::last) {
   ModelConfig c = small_config();
   c.task = task;

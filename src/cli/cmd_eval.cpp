@@ -179,8 +179,8 @@ int cmd_sample(const Args& args) {
   Tokenizer tokenizer(ck.tokenizer, ck.vocab, true);
   std::vector<int32_t> context = {kBosId};
   tokenizer.encode(prime, context);
-  const int64_t state = int64_t{ck.config.layers} * ck.config.hidden;
-  std::vector<float> h(state, 0.0f), c(state, 0.0f), logp;
+  std::vector<float> h(size_t(ck.config.layers) * size_t(ck.config.state_width()), 0.0f),
+      c(size_t(ck.config.layers) * size_t(ck.config.hidden), 0.0f), logp;
   for (int32_t id : context) logp = model->step(id, h, c);
   Rng rng(seed);
   std::vector<int32_t> generated;

@@ -44,7 +44,7 @@ void print_checkpoint(const std::string& path) {
   std::cout << path << "\n"
             << "  format:     rnn_dist.checkpoint\n"
             << "  model:      " << task_name(m.task) << ", vocab " << m.vocab << ", embed " << m.embed << ", hidden "
-            << m.hidden << ", layers " << m.layers << ", dropout " << m.dropout
+            << m.hidden << (m.proj > 0 ? cat(", proj ", m.proj) : "") << ", layers " << m.layers << ", dropout " << m.dropout
             << (m.task == Task::lm ? "" : m.bidirectional ? ", bidirectional" : ", unidirectional")
             << (m.task == Task::classify ? cat(", pool ", pool_name(m.pool)) : "") << "\n";
   if (m.task == Task::lm) std::cout << "  output:     " << head_name(m) << "\n";

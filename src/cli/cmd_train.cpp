@@ -27,6 +27,7 @@ po::options_description train_options(TrainerConfig& o) {
       ("task", po::value(&o.task), "lm, classify or tag: what the training file must hold (default: whatever it holds; rnn_prep decides)")
       ("bidirectional", po::bool_switch(&o.model.bidirectional), "classify and tag: a reverse LSTM beside the forward one in every layer (outputs concatenated, as PyTorch's bidirectional=True)")
       ("pool", po::value(&o.pool)->default_value("", "last"), "classify: how a sequence's LSTM outputs become one row: last (each direction's final state, as h_n), mean or max")
+      ("proj-size", po::value(&o.model.proj)->default_value(0), "LSTM projection: h is projected to this width P < --hidden (nn.LSTM(proj_size=P)), which the next layer and the head read; 0: none")
       ("tie-embeddings", po::bool_switch(&o.model.tie_embeddings), "lm: the output layer's weight is the embedding matrix (one tensor; needs --embed equal to --hidden)")
       ("softmax", po::value(&o.softmax)->default_value("full"), "lm: full, or adaptive (torch.nn.AdaptiveLogSoftmaxWithLoss: a head over the first --cutoffs ids and one cluster per further range, each through a narrower projection)")
       ("cutoffs", po::value(&o.cutoffs), "--softmax adaptive: C1,C2,... increasing ids below the vocabulary size where the clusters start (the vocabulary is sorted by count)")

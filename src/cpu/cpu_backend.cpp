@@ -49,7 +49,7 @@ class CpuLstm final : public Lstm {
   CpuLstm(Backend& backend, cpu::Team& team, const LstmShape& shape)
       : backend_(backend), team_(team), shape_(shape), dirs_(shape.bidirectional ? 2 : 1) {
     int64_t offset = 0;
-    // PyTorch's order and names: per layer, the forward direction's four tensors, then the reverse's.
+    // PyTorch's order and names: per layer, the forward direction's tensors, then the reverse's.
     for (int l = 0; l < shape.layers; ++l)
       for (int d = 0; d < dirs_; ++d) {
         const int in = input_of(l);
@@ -57,12 +57,16 @@ class CpuLstm final : public Lstm {
         const std::string s = cat("_l", l, d ? "_reverse" : "");
         params_.push_back({"weight_ih" + s, offset, {g, in}});
         offset += g * in;
-        params_.push_back({"weight_hh" + s, offset, {g, shape.hidden}});
-        offset += g * shape.hidden;
+        params_.push_back({"weight_hh" + s, offset, {g, shape.out()}});
+        offset += g * shape.out();
         params_.push_back({"bias_ih" + s, offset, {g}});
         offset += g;
         params_.push_back({"bias_hh" + s, offset, {g}});
         offset += g;
+        if (shape.proj > 0) {
+          params_.push_back({"weight_hr" + s, offset, {shape.proj, shape.hidden}});
+          offset += int64_t{shape.proj} * shape.hidden;
+        }
       }
     elems_ = offset;
     for (int k = 0; k < shape.layers * dirs_; ++k) cache_.emplace_back(backend, std::vector<int64_t>{0});
@@ -88,8 +92,9 @@ class CpuLstm final : public Lstm {
     seed_ = dropout_seed;
     drop_ = shape_.dropout;
     if (dirs_ == 2) reverse_rows(packing, perm_);
-    const int64_t rows = packing.rows(), bh = int64_t{packing.batch()} * shape_.hidden;
-    const int H = shape_.hidden, W = dirs_ * H;
+    const int64_t rows = packing.rows(), bh = int64_t{packing.batch()} * shape_.out(),
+                  bc = int64_t{packing.batch()} * shape_.hidden;
+    const int H = shape_.hidden, R = shape_.out(), P = shape_.proj, W = dirs_ * R;
     const float* input = x;
     for (int l = 0; l < shape_.layers; ++l) {
       const bool top = l == shape_.layers - 1;
@@ -98,18 +103,18 @@ class CpuLstm final : public Lstm {
       if (dirs_ == 2) {
         reversed_in_[l].resize({rows, int64_t{input_of(l)}});
         copy_block(input, input_of(l), 0, reversed_in_[l].data(), input_of(l), 0, input_of(l), rows, &perm_);
-        dir_y_.resize({rows, H});
+        dir_y_.resize({rows, R});
       }
       for (int d = 0; d < dirs_; ++d) {
         const int k = l * dirs_ + d;
-        cache_[k].resize(static_cast<int64_t>(cpu::lstm_cache_elems(rows, H)));
+        cache_[k].resize(static_cast<int64_t>(cpu::lstm_cache_elems(rows, H, P)));
         // One direction alone writes the layer's output; two write theirs apart, then side by side.
         float* dir_out = dirs_ == 1 ? out : dir_y_.data();
         cpu::lstm_layer_forward<float>(packing, layer(weights, l, d), d ? reversed_in_[l].data() : input,
-                                       h0 ? h0 + k * bh : nullptr, c0 ? c0 + k * bh : nullptr, dir_out,
-                                       hn ? hn + k * bh : nullptr, cn ? cn + k * bh : nullptr,
-                                       cpu::lstm_cache_view(cache_[k].data(), rows, H), &team_);
-        if (dirs_ == 2) copy_block(dir_out, H, 0, out, W, d * H, H, rows, d ? &perm_ : nullptr);
+                                       h0 ? h0 + k * bh : nullptr, c0 ? c0 + k * bc : nullptr, dir_out,
+                                       hn ? hn + k * bh : nullptr, cn ? cn + k * bc : nullptr,
+                                       cpu::lstm_cache_view(cache_[k].data(), rows, H, P), &team_);
+        if (dirs_ == 2) copy_block(dir_out, R, 0, out, W, d * R, R, rows, d ? &perm_ : nullptr);
       }
       if (!top) {
         if (drop_ > 0) {
@@ -126,9 +131,10 @@ class CpuLstm final : public Lstm {
   void backward(const float* weights, const float* dy, const float* dhn, const float* dcn, float* dx, float* dh0,
                 float* dc0, float* dweights, GradientReady* ready) override {
     const Packing& packing = *packing_;
-    const int64_t rows = packing.rows(), bh = int64_t{packing.batch()} * shape_.hidden;
-    const int H = shape_.hidden, W = dirs_ * H;
-    workspace_.resize(static_cast<int64_t>(cpu::lstm_backward_workspace_elems(rows, packing.batch(), H)));
+    const int64_t rows = packing.rows(), bh = int64_t{packing.batch()} * shape_.out(),
+                  bc = int64_t{packing.batch()} * shape_.hidden;
+    const int H = shape_.hidden, R = shape_.out(), P = shape_.proj, W = dirs_ * R;
+    workspace_.resize(static_cast<int64_t>(cpu::lstm_backward_workspace_elems(rows, packing.batch(), H, P)));
     const float* dout = dy;
     for (int l = shape_.layers - 1; l >= 0; --l) {
       const int in = input_of(l);
@@ -146,8 +152,8 @@ class CpuLstm final : public Lstm {
         const float* dir_dy = dout;
         float* dir_dx = din;
         if (dirs_ == 2) {
-          dir_dy_.resize({rows, H});
-          copy_block(dout, W, d * H, dir_dy_.data(), H, 0, H, rows, d ? &perm_ : nullptr);
+          dir_dy_.resize({rows, R});
+          copy_block(dout, W, d * R, dir_dy_.data(), R, 0, R, rows, d ? &perm_ : nullptr);
           dir_dy = dir_dy_.data();
           if (din) {
             dir_dx_.resize({rows, int64_t{in}});
@@ -155,33 +161,35 @@ class CpuLstm final : public Lstm {
           }
         }
         cpu::lstm_layer_backward<float>(packing, layer(weights, l, d), d ? reversed_in_[l].data() : input,
-                                        h0_ ? h0_ + k * bh : nullptr, c0_ ? c0_ + k * bh : nullptr,
-                                        cpu::lstm_cache_view(cache_[k].data(), rows, H), dir_dy,
-                                        dhn ? dhn + k * bh : nullptr, dcn ? dcn + k * bh : nullptr, dir_dx,
-                                        dh0 ? dh0 + k * bh : nullptr, dc0 ? dc0 + k * bh : nullptr,
+                                        h0_ ? h0_ + k * bh : nullptr, c0_ ? c0_ + k * bc : nullptr,
+                                        cpu::lstm_cache_view(cache_[k].data(), rows, H, P), dir_dy,
+                                        dhn ? dhn + k * bh : nullptr, dcn ? dcn + k * bc : nullptr, dir_dx,
+                                        dh0 ? dh0 + k * bh : nullptr, dc0 ? dc0 + k * bc : nullptr,
                                         grads(dweights, l, d), workspace_.data(), &team_);
         if (dirs_ == 2 && din) copy_block(dir_dx, in, 0, din, in, 0, in, rows, d ? &perm_ : nullptr, d == 1);
       }
       // Layer l's weights (both directions) are final, and so are those of every layer above it.
-      if (ready) ready->final_from(params_[4 * l * dirs_].offset);
+      if (ready) ready->final_from(params_[size_t(per_direction() * l * dirs_)].offset);
       if (l > 0 && drop_ > 0) backend_.dropout(din, rows * in, drop_, seed_ + (l - 1), din);
       dout = din;
     }
   }
 
  private:
-  int input_of(int l) const { return l == 0 ? shape_.input : dirs_ * shape_.hidden; }
+  int input_of(int l) const { return l == 0 ? shape_.input : dirs_ * shape_.out(); }
+  int per_direction() const { return shape_.proj > 0 ? 5 : 4; }  // tensors of one direction of a layer
 
   // Forward pass without dropout that keeps nothing for backward: layer outputs alternate between two
   // buffers and the gate workspace is bounded (cpu::lstm_layer_inference). The training state is untouched.
   void infer(const float* weights, const Packing& packing, const float* x, const float* h0, const float* c0,
              float* y, float* hn, float* cn) {
-    const int64_t rows = packing.rows(), bh = int64_t{packing.batch()} * shape_.hidden;
-    const int H = shape_.hidden, W = dirs_ * H;
-    infer_ws_.resize(static_cast<int64_t>(cpu::lstm_inference_workspace_elems(rows, packing.batch(), H)));
+    const int64_t rows = packing.rows(), bh = int64_t{packing.batch()} * shape_.out(),
+                  bc = int64_t{packing.batch()} * shape_.hidden;
+    const int H = shape_.hidden, R = shape_.out(), W = dirs_ * R;
+    infer_ws_.resize(static_cast<int64_t>(cpu::lstm_inference_workspace_elems(rows, packing.batch(), H, shape_.proj)));
     if (dirs_ == 2) {
       reverse_rows(packing, perm_);
-      dir_y_.resize({rows, H});
+      dir_y_.resize({rows, R});
     }
     const float* input = x;
     for (int l = 0; l < shape_.layers; ++l) {
@@ -197,22 +205,27 @@ class CpuLstm final : public Lstm {
         const int k = l * dirs_ + d;
         float* dir_out = dirs_ == 1 ? out : dir_y_.data();
         cpu::lstm_layer_inference<float>(packing, layer(weights, l, d), d ? reversed_x_.data() : input,
-                                         h0 ? h0 + k * bh : nullptr, c0 ? c0 + k * bh : nullptr, dir_out,
-                                         hn ? hn + k * bh : nullptr, cn ? cn + k * bh : nullptr, infer_ws_.data(),
+                                         h0 ? h0 + k * bh : nullptr, c0 ? c0 + k * bc : nullptr, dir_out,
+                                         hn ? hn + k * bh : nullptr, cn ? cn + k * bc : nullptr, infer_ws_.data(),
                                          &team_);
-        if (dirs_ == 2) copy_block(dir_out, H, 0, out, W, d * H, H, rows, d ? &perm_ : nullptr);
+        if (dirs_ == 2) copy_block(dir_out, R, 0, out, W, d * R, R, rows, d ? &perm_ : nullptr);
       }
       input = out;
     }
   }
 
   cpu::LstmLayerParams<float> layer(const float* w, int l, int d) const {
-    const ParamSlice* s = &params_[4 * (l * dirs_ + d)];
-    return {w + s[0].offset, w + s[1].offset, w + s[2].offset, w + s[3].offset, input_of(l), shape_.hidden};
+    const ParamSlice* s = &params_[size_t(per_direction() * (l * dirs_ + d))];
+    cpu::LstmLayerParams<float> p{w + s[0].offset, w + s[1].offset, w + s[2].offset, w + s[3].offset,
+                                  input_of(l),     shape_.hidden};
+    if (shape_.proj > 0) p.w_hr = w + s[4].offset, p.proj = shape_.proj;
+    return p;
   }
   cpu::LstmLayerGrads<float> grads(float* g, int l, int d) const {
-    const ParamSlice* s = &params_[4 * (l * dirs_ + d)];
-    return {g + s[0].offset, g + s[1].offset, g + s[2].offset, g + s[3].offset};
+    const ParamSlice* s = &params_[size_t(per_direction() * (l * dirs_ + d))];
+    cpu::LstmLayerGrads<float> r{g + s[0].offset, g + s[1].offset, g + s[2].offset, g + s[3].offset};
+    if (shape_.proj > 0) r.w_hr = g + s[4].offset;
+    return r;
   }
 
   Backend& backend_;

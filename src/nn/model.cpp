@@ -173,7 +173,10 @@ Model::Model(Backend& backend, const ModelConfig& config, int64_t logits_block_e
   if (config.tie_embeddings && E != F)
     throw InputError(cat("--tie-embeddings: the embedding is ", E, " wide (--embed) but the output layer reads ", F,
                          " features (--hidden): they must be equal"));
-  lstm_ = backend.make_lstm({config.embed, config.hidden, config.layers, config.dropout, config.bidirectional});
+  if (config.proj < 0 || config.proj >= config.hidden)
+    throw InputError(cat("--proj-size ", config.proj, ": must be below --hidden ", config.hidden,
+                         " (as nn.LSTM's proj_size; 0: no projection)"));
+  lstm_ = backend.make_lstm({config.embed, config.hidden, config.layers, config.dropout, config.bidirectional, config.proj});
   // Every region starts 256 bytes aligned (the gaps stay zero; checkpoints store tensors by name).
   emb_offset_ = 0;
   lstm_offset_ = align_elems(V * E);
@@ -314,7 +317,8 @@ void Model::run(const Batch& batch, bool train, float grad_scale, uint64_t dropo
   const bool classify = config_.task == Task::classify;
   const int B = batch.packing.batch(), D = config_.directions();
   const int64_t rows = batch.tokens(), E = config_.embed, F = config_.features(), O = config_.outputs();
-  const int64_t state = int64_t{config_.layers} * D * B * config_.hidden;
+  const int64_t state = int64_t{config_.layers} * D * B * config_.state_width(),
+                cstate = int64_t{config_.layers} * D * B * config_.hidden;
   // The output layer's rows: one per sequence for a classifier, one per packed row otherwise.
   const int64_t head_rows = classify ? B : rows;
   const std::vector<int32_t>& truth = classify ? batch.labels : batch.targets;
@@ -340,10 +344,10 @@ void Model::run(const Batch& batch, bool train, float grad_scale, uint64_t dropo
 
   // Both LSTMs keep h0/c0 for the backward pass (and cuDNN does not promise that hy may alias hx), so
   // the LSTM reads a device copy of the initial state and may write the final one over the caller's.
-  state_in_.resize({2 * align_elems(state)});
+  state_in_.resize({align_elems(state) + cstate});
   float *h0d = nullptr, *c0d = nullptr;
   if (h0) backend_.copy(h0d = state_in_.data(), h0, state * sizeof(float));
-  if (c0) backend_.copy(c0d = state_in_.data() + align_elems(state), c0, state * sizeof(float));
+  if (c0) backend_.copy(c0d = state_in_.data() + align_elems(state), c0, cstate * sizeof(float));
 
   y_.resize({rows, F});
   lstm_->forward(param(lstm_offset_), batch.packing, x, h0d, c0d, y_.data(), hn, cn, train, seed_lstm);
@@ -557,9 +561,9 @@ void Model::head_log_probs(const float* feat, int64_t rows, float* out) {
 
 std::vector<float> Model::step(int32_t token, std::vector<float>& h, std::vector<float>& c) {
   const int64_t V = config_.vocab, E = config_.embed, H = config_.hidden;
-  const int64_t state = int64_t{config_.layers} * H;
+  const int64_t state = int64_t{config_.layers} * config_.state_width(), cstate = int64_t{config_.layers} * H;
   if (config_.task != Task::lm) throw Error("Model::step: only a language model samples");
-  if (static_cast<int64_t>(h.size()) != state || static_cast<int64_t>(c.size()) != state)
+  if (static_cast<int64_t>(h.size()) != state || static_cast<int64_t>(c.size()) != cstate)
     throw Error("Model::step: state has the wrong size");
   static const Packing one = Packing::from_lengths(std::vector<int>{1});
   ensure(ids_, backend_, sizeof(int32_t));
@@ -567,15 +571,15 @@ std::vector<float> Model::step(int32_t token, std::vector<float>& h, std::vector
   emb_.resize({1, E});
   backend_.embedding_forward(static_cast<int32_t*>(ids_.data()), 1, param(emb_offset_), config_.embed, emb_.data());
   const int64_t c_at = align_elems(state);
-  state_in_.resize({2 * c_at});
-  state_out_.resize({2 * c_at});
+  state_in_.resize({c_at + cstate});
+  state_out_.resize({c_at + cstate});
   backend_.upload(state_in_.data(), h.data(), state * sizeof(float));
-  backend_.upload(state_in_.data() + c_at, c.data(), state * sizeof(float));
-  y_.resize({1, H});
+  backend_.upload(state_in_.data() + c_at, c.data(), cstate * sizeof(float));
+  y_.resize({1, config_.state_width()});
   lstm_->forward(param(lstm_offset_), one, emb_.data(), state_in_.data(), state_in_.data() + c_at, y_.data(),
                  state_out_.data(), state_out_.data() + c_at, false, 0);
   backend_.download(h.data(), state_out_.data(), state * sizeof(float));
-  backend_.download(c.data(), state_out_.data() + c_at, state * sizeof(float));
+  backend_.download(c.data(), state_out_.data() + c_at, cstate * sizeof(float));
   std::vector<float> out(V);
   head_log_probs(y_.data(), 1, out.data());
   return out;

@@ -105,9 +105,10 @@ void write_checkpoint_file(const std::string& path, Model& model, Optimizer& opt
   {
     h5::File f = h5::File::create(out.temp_path());
     f.write_attr("/", "format", std::string("rnn_dist.checkpoint"));
-    // Version 1 readers know language models only: a classifier or tagger is version 2; a language model
-    // whose output layer is not out.weight and out.bias (tied, adaptive) is version 3.
-    f.write_attr("/", "version", int64_t{c.task != Task::lm ? 2 : c.tie_embeddings || c.adaptive() ? 3 : 1});
+    // Version 1 readers know language models only: a classifier or tagger is version 2; a model with
+    // tensors neither knows (an LSTM projection, a tied or adaptive output layer) is version 3.
+    const bool v3 = c.tie_embeddings || c.adaptive() || c.proj > 0;
+    f.write_attr("/", "version", int64_t{v3 ? 3 : c.task == Task::lm ? 1 : 2});
     f.write_attr("/", "task", std::string(task_name(c.task)));
     f.write_attr("/", "vocab_size", c.vocab);
     f.write_attr("/", "embed", int64_t{c.embed});
@@ -120,6 +121,7 @@ void write_checkpoint_file(const std::string& path, Model& model, Optimizer& opt
       if (c.task == Task::classify) f.write_attr("/", "pool", std::string(pool_name(c.pool)));
       f.write_strings("/label_vocab", vocab.labels);
     }
+    if (c.proj > 0) f.write_attr("/", "proj_size", int64_t{c.proj});
     if (c.tie_embeddings) f.write_attr("/", "tie_embeddings", int64_t{1});
     if (c.adaptive()) {
       f.write_attr("/", "softmax", std::string("adaptive"));
@@ -209,6 +211,7 @@ CheckpointData read_checkpoint(const std::string& path, Backend& backend) {
       throw InputError(cat(path, ": /label_vocab has ", d.label_vocab.size(), " entries but classes is ",
                            d.config.classes));
   }
+  if (f.has_attr("/", "proj_size")) d.config.proj = static_cast<int>(f.read_attr_int("/", "proj_size"));
   d.config.tie_embeddings = f.has_attr("/", "tie_embeddings") && f.read_attr_int("/", "tie_embeddings") != 0;
   if (f.has_attr("/", "softmax") && f.read_attr_string("/", "softmax") == "adaptive") {
     d.config.cutoffs = parse_cutoffs(f.read_attr_string("/", "cutoffs"), cat(path, ": cutoffs"));

@@ -95,7 +95,7 @@ constexpr int kExitFinishedWithProblems = 4;
 // What must match between a checkpoint and the command line's model.
 std::string shape_of(const ModelConfig& m) {
   std::string s = cat("task ", task_name(m.task), ", vocab ", m.vocab, ", embed ", m.embed, ", hidden ", m.hidden,
-                      ", layers ", m.layers);
+                      m.proj > 0 ? cat(", proj ", m.proj) : "", ", layers ", m.layers);
   if (m.task != Task::lm) s += cat(m.bidirectional ? ", bidirectional" : ", unidirectional", ", ", m.classes, " classes");
   if (m.task == Task::classify) s += cat(", pool ", pool_name(m.pool));
   if (m.task == Task::lm) s += ", " + head_name(m);

@@ -40,14 +40,18 @@ struct LstmShape {
   int input = 0, hidden = 0, layers = 1;
   float dropout = 0;           // between layers, training only
   bool bidirectional = false;  // a reverse direction per layer, as PyTorch's nn.LSTM(bidirectional=True)
+  int proj = 0;                // > 0: h is projected to this width, as nn.LSTM(proj_size=proj)
+  int out() const { return proj > 0 ? proj : hidden; }  // the width of h and of each direction's outputs
 };
 
 // A multi-layer LSTM over packed batches on one backend. The weights are one contiguous region of
 // weight_elems() floats whose layout belongs to the implementation; canonical_params() locates each
-// PyTorch-named matrix and bias inside it (weight_ih_l0, ..., weight_ih_l0_reverse, ...). With D directions
-// (2 when bidirectional), y is rows x (D * hidden), the forward direction's outputs first in each row, and
-// layer l > 0 reads both directions of layer l - 1; states h0/c0/hn/cn are (layers * D) x batch x hidden,
-// index l * D + d, as PyTorch's h_n. Each sequence's reverse direction starts at its own last token.
+// PyTorch-named matrix and bias inside it (weight_ih_l0, ..., weight_hr_l0 with a projection,
+// weight_ih_l0_reverse, ...). With D directions (2 when bidirectional) and R = shape.out() (the projection's
+// width, else hidden), y is rows x (D * R), the forward direction's outputs first in each row, and layer
+// l > 0 reads both directions of layer l - 1; states h0/hn are (layers * D) x batch x R and c0/cn
+// (layers * D) x batch x hidden, index l * D + d, as PyTorch's h_n and c_n. Each sequence's reverse
+// direction starts at its own last token.
 class Lstm {
  public:
   virtual ~Lstm() = default;

@@ -35,10 +35,13 @@ struct ModelConfig {
   std::vector<int64_t> cutoffs;
   double div_value = 4;
 
+  int proj = 0;  // > 0: the LSTM's h projected to this width (< hidden), as nn.LSTM(proj_size=proj)
+
   int64_t outputs() const { return task == Task::lm ? vocab : classes; }
   bool adaptive() const { return !cutoffs.empty(); }
   int directions() const { return bidirectional ? 2 : 1; }
-  int features() const { return directions() * hidden; }  // width of the LSTM's output rows
+  int state_width() const { return proj > 0 ? proj : hidden; }  // of h (c is always hidden wide)
+  int features() const { return directions() * state_width(); }  // width of the LSTM's output rows
 };
 
 // A language model's output layer in words, as `info` prints it and a resume compares it: "full softmax",
@@ -94,7 +97,8 @@ class Model {
 
   // Sum of the negative log-likelihoods of the batch's targets (or labels). With grad_scale != 0, also
   // accumulates grad_scale * d(sum)/d(params) into grads() (training mode: dropout on, seeded by dropout_seed).
-  // h0/c0 ((layers * directions) x B x hidden, device memory of backend(), or null for zeros) set the initial state;
+  // h0/c0 ((layers * directions) x B x state_width() and x hidden, device memory of backend(), or null for
+  // zeros) set the initial state;
   // hn/cn (device memory, may be null) receive the final state of every sequence. hn/cn may alias h0/c0,
   // as the stream-mode trainer carries its state: the initial state is copied into a workspace first.
   // `ready` (may be null) hears of gradients as they become final (offsets into grads()): the output
@@ -126,7 +130,7 @@ class Model {
   const Timing& last_timing() const { return timing_; }
 
   // Log-probabilities of the next token after feeding `token` to sequences with state (h, c) (host,
-  // layers x hidden each, updated in place); one sequence of a language model, for sampling.
+  // layers x state_width() and layers x hidden, updated in place); one sequence of a language model, for sampling.
   std::vector<float> step(int32_t token, std::vector<float>& h, std::vector<float>& c);
 
   // Host copies of the parameters, in flat order.
