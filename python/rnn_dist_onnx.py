@@ -75,6 +75,9 @@ def build(checkpoint: str, state: bool = False) -> onnx.ModelProto:
         a = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f.attrs.items()}
         weights = {k: np.asarray(f["model"][k][()], dtype=np.float32) for k in f["model"]}
     task, H, L = str(a.get("task", "lm")), int(a["hidden"]), int(a["layers"])
+    if int(a.get("proj_size", 0)):
+        raise ValueError(f"{checkpoint}: an LSTM with a projection (proj_size {int(a['proj_size'])}) has no ONNX "
+                         "LSTM operator; load it with python/rnn_dist_torch.py instead")
     D = 2 if int(a.get("bidirectional", 0)) else 1
     pool = str(a.get("pool", "last"))
     g = _Graph()

@@ -38,7 +38,7 @@ class RnnDistModel(nn.Module):
 
     def __init__(self, task: str, vocab: int, embed: int, hidden: int, layers: int, dropout: float = 0.0,
                  bidirectional: bool = False, classes: int = 0, pool: str = "last", tie_embeddings: bool = False,
-                 cutoffs: list[int] | None = None, div_value: float = 4.0):
+                 cutoffs: list[int] | None = None, div_value: float = 4.0, proj_size: int = 0):
         super().__init__()
         if task not in ("lm", "classify", "tag"):
             raise ValueError(f"unknown task {task!r}")
@@ -49,9 +49,9 @@ class RnnDistModel(nn.Module):
         self.task, self.pool, self.directions = task, pool, 2 if bidirectional else 1
         self.emb = nn.Embedding(vocab, embed)
         self.lstm = nn.LSTM(embed, hidden, layers, dropout=dropout if layers > 1 else 0.0,
-                            bidirectional=bidirectional)
+                            bidirectional=bidirectional, proj_size=proj_size)
         self.drop = nn.Dropout(dropout)
-        features = self.directions * hidden
+        features = self.directions * (proj_size or hidden)
         if (tie_embeddings or cutoffs) and task != "lm":
             raise ValueError("tied embeddings and the adaptive softmax are a language model's")
         self.adaptive = bool(cutoffs)
@@ -132,7 +132,7 @@ def read_checkpoint(path: str) -> Checkpoint:
                              float(a["dropout"]), bool(a.get("bidirectional", 0)), int(a.get("classes", 0)),
                              str(a.get("pool", "last")), bool(a.get("tie_embeddings", 0)),
                              [int(c) for c in str(a["cutoffs"]).split(",")] if adaptive else None,
-                             float(a.get("div_value", 4.0)))
+                             float(a.get("div_value", 4.0)), int(a.get("proj_size", 0)))
         state = {k: torch.from_numpy(np.asarray(f["model"][k][()], dtype=np.float32)) for k in f["model"]}
         if bool(a.get("tie_embeddings", 0)):
             state["out.weight"] = state["emb.weight"]  # one tensor in the file, two names in the module

@@ -1,5 +1,6 @@
 // Proves that a steady-state training step on the CPU backend makes no heap allocation (language models,
-// and unidirectional and bidirectional classifiers and taggers): operator new and
+// and unidirectional and bidirectional classifiers and taggers; a projected LSTM with tied embeddings and the
+// adaptive softmax): operator new and
 // (with glibc) the malloc family are replaced by counting versions for this whole test program, so
 // allocations made by the model, the optimizer, the standard library and OpenBLAS (its worker threads
 // included) are all seen. After the first steps of a batch shape, further steps of that shape or of a
@@ -167,6 +168,8 @@ struct Case {
   Task task = Task::lm;
   bool bidirectional = false;
   Pool pool = Pool::last;
+  // Issue 28's language-model variants: "proj" (an LSTM projection, tied), "adaptive" (the adaptive softmax).
+  std::string head = "";
 };
 
 class SteadyStateAllocation : public ::testing::TestWithParam<Case> {};
@@ -193,6 +196,8 @@ TEST_P(SteadyStateAllocation, TrainingStepAllocatesNothing) {
   ModelConfig mc;
   mc.vocab = 23, mc.embed = 16, mc.hidden = 64, mc.layers = 2, mc.dropout = c.dropout;
   mc.task = c.task, mc.bidirectional = c.bidirectional, mc.pool = c.pool, mc.classes = c.task == Task::lm ? 0 : 5;
+  if (c.head == "proj") mc.proj = 16, mc.tie_embeddings = true;
+  if (c.head == "adaptive") mc.cutoffs = {4, 12}, mc.div_value = 2;
   Model model(*backend, mc);
   model.init(3);
   OptimizerConfig oc;
@@ -202,7 +207,7 @@ TEST_P(SteadyStateAllocation, TrainingStepAllocatesNothing) {
   const Batch big = batch_of({31, 30, 30, 17, 9, 4, 2}, mc);
   const Batch same_shape = batch_of({31, 30, 30, 17, 9, 4, 2}, mc);
   const Batch smaller = batch_of({25, 12, 3}, mc);
-  const int64_t state = int64_t{mc.layers} * big.packing.batch() * mc.hidden;
+  const int64_t state = int64_t{mc.layers} * big.packing.batch() * mc.hidden;  // big enough for h and c
   Trainer trainer{*backend, model, opt, c.carry_state, Tensor(*backend, {state}), Tensor(*backend, {state})};
   backend->zero(trainer.h.data(), state);
   backend->zero(trainer.c.data(), state);
@@ -236,13 +241,15 @@ INSTANTIATE_TEST_SUITE_P(Configurations, SteadyStateAllocation,
                                            Case{"sgd", 0.0f, true},
                                            Case{"adam", 0.25f, false, Task::classify, true, Pool::max},
                                            Case{"sgd", 0.0f, false, Task::classify, false, Pool::mean},
-                                           Case{"adam", 0.25f, false, Task::tag, true}),
+                                           Case{"adam", 0.25f, false, Task::tag, true},
+                                           Case{"adam", 0.25f, false, Task::lm, false, Pool::last, "proj"},
+                                           Case{"adam", 0.0f, false, Task::lm, false, Pool::last, "adaptive"}),
                          [](const ::testing::TestParamInfo<Case>& info) {
                            const Case& c = info.param;
                            return c.optimizer + (c.dropout > 0 ? "_dropout" : "") + (c.carry_state ? "_stream" : "") +
                                   (c.task == Task::lm ? "" : std::string("_") + task_name(c.task)) +
                                   (c.task == Task::classify ? std::string("_") + pool_name(c.pool) : "") +
-                                  (c.bidirectional ? "_bidirectional" : "");
+                                  (c.bidirectional ? "_bidirectional" : "") + (c.head.empty() ? "" : "_" + c.head);
                          });
 
 }  // namespace

@@ -386,6 +386,11 @@ size_t lstm_inference_workspace_elems(int64_t rows, int batch, int hidden, int p
 
 namespace {
 
+// Output columns of the projection go to members in multiples of 16: OpenBLAS 0.3.21's small-matrix
+// kernel for a non-transposed product mallocs a buffer on every call whose N is not a multiple of 16,
+// which a step of dL/dh_{t-1} = dG_t W_hh[:, p0:p1] would then do every time step.
+constexpr int64_t kProjColumns = 16;
+
 // The layer with a projection (nn.LSTM(proj_size=P)). Members own hidden units [j0, j1) for the gates and
 // the cell, as without one, and output columns [p0, p1) of h_t = m_t W_hr^T: a step has two barriers, one
 // when m_t is complete for the projection, one when h_t is complete for the next step's recurrent product.
@@ -396,7 +401,7 @@ void lstm_proj_forward(const Packing& packing, const LstmLayerParams<T>& p, cons
   const int rows = blas_dim(packing.rows());
   parallel(team, [&](int m, int members) {
     const auto [j0, j1] = int_share(H, members, m, kLanes);
-    const auto [p0, p1] = int_share(P, members, m);
+    const auto [p0, p1] = int_share(P, members, m, kProjColumns);
     gate_gemm<T>(rows, H, j0, j1, I, x, p.w_ih, T(0), cache.gates);
     for (int t = 0; t < packing.steps(); ++t) {
       const int bt = packing.batch_sizes[t];
@@ -447,7 +452,7 @@ void lstm_proj_backward(const Packing& packing, const LstmLayerParams<T>& p, con
   };
   parallel(team, [&](int m, int members) {
     const auto [j0, j1] = int_share(H, members, m, kLanes);
-    const auto [p0, p1] = int_share(P, members, m);
+    const auto [p0, p1] = int_share(P, members, m, kProjColumns);
     for (int b = 0; b < B; ++b) {
       for (int k = p0; k < p1; ++k) dh[int64_t{b} * P + k] = dhn ? dhn[int64_t{b} * P + k] : T(0);
       for (int j = j0; j < j1; ++j) dc[int64_t{b} * H + j] = dcn ? dcn[int64_t{b} * H + j] : T(0);

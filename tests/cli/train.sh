@@ -79,11 +79,13 @@ mpirun --oversubscribe -np 3 "$BUILD/rnn_dist" train $B12 $S --batch-size 4 --ch
 "$BUILD/rnn_dist" train $A $S --batch-size 12 --resume --checkpoint-dir rs > log.rs1 2>&1 || bad "resume stream np1: $(tail -1 log.rs1)"
 grep -q "resumed from rs/step-00000012.h5" log.rs1 && same_params s1/step-00000020.h5 rs/step-00000020.h5 "stream, 3 ranks then 1 on resume" \
   || bad "stream resume with another rank count: $(head -3 log.rs1)"
-# The language-model heads of issue 28: tied embeddings and the adaptive softmax train on 1 rank and on 3
+# The language-model heads of issue 28: tied embeddings, the adaptive softmax and an LSTM projection (tied
+# to an embedding of its width) train on 1 rank and on 3
 # with the overlapped all-reduce in small buckets (equal within 1e-5: the tied matrix's gradient, summed
 # from both uses, is final only with the embedding's), resume bitwise, and show in `info`; a checkpoint
 # with another head is refused for --init-from and --resume in one line.
-for head in "tied:--embed 32 --tie-embeddings" "adaptive:--softmax adaptive --cutoffs 4,9 --div-value 2"; do
+for head in "tied:--embed 32 --tie-embeddings" "adaptive:--softmax adaptive --cutoffs 4,9 --div-value 2" \
+  "proj:--proj-size 12 --embed 12 --tie-embeddings"; do
   name=${head%%:*}
   Hd="$M --hidden 32 --max-steps 20 --log-every 5 ${head#*:}"
   "$BUILD/rnn_dist" train $Hd --batch-size 12 --checkpoint-dir h1-$name > log.h1 2>&1 || bad "$name, 1 rank: $(tail -1 log.h1)"
@@ -104,6 +106,14 @@ done
 rc=$?
 [ $rc -eq 2 ] && [ "$(wc -l < err)" -eq 1 ] && grep -q "adaptive softmax (cutoffs 4,9, div-value 2)) differs from the command line's (.*full softmax)" err \
   && ok "--init-from a checkpoint with another head: $(cat err)" || bad "--init-from another head: rc $rc: $(cat err)"
+"$BUILD/rnn_dist" info h1-proj/step-00000020.h5 | grep -q "hidden 32, proj 12, layers 2" \
+  && ok "info shows the projection" || bad "info of a projection: $("$BUILD/rnn_dist" info h1-proj/step-00000020.h5 | grep model)"
+"$BUILD/rnn_dist" train $A --batch-size 12 --proj-size 32 > out 2> err
+[ $? -eq 2 ] && grep -q "^rnn_dist: error: --proj-size 32: must be below --hidden 32" err && ok "--proj-size >= --hidden is refused" \
+  || bad "--proj-size 32: $(cat err)"
+"$BUILD/rnn_dist" train $A $S --batch-size 12 --proj-size 8 > out 2> err
+[ $? -eq 2 ] && grep -q "^rnn_dist: error: --proj-size with --batching stream" err && ok "--proj-size in stream mode is refused in one line" \
+  || bad "--proj-size stream: $(cat err)"
 "$BUILD/rnn_dist" train $M --hidden 32 --max-steps 20 --batch-size 12 --checkpoint-dir h1-tied --resume > out 2> err
 [ $? -eq 2 ] && grep -q "tied embeddings) differs from the command line's" err && ok "--resume with another head is refused" \
   || bad "--resume with another head: $(cat err)"

@@ -58,6 +58,13 @@ for pool in last mean max; do run "classify-$pool" cls --bidirectional --pool "$
 run tag tag --bidirectional
 
 # The exporter on what is not a checkpoint: one line, exit 2, nothing written.
+# ONNX's LSTM operator has no projection: such a checkpoint is refused in one line, no file written.
+"$BUILD/rnn_dist" train --train lm/train.h5 --embed 8 --hidden 12 --proj-size 4 --layers 1 --max-steps 2 --device cpu \
+  --checkpoint-dir ck-proj > log.proj 2>&1 || bad "projected lm: $(tail -1 log.proj)"
+"$PY" "$REPO/python/rnn_dist_onnx.py" --checkpoint ck-proj/step-00000002.h5 --onnx proj.onnx > out 2> err
+rc=$?
+[ $rc -eq 2 ] && [ "$(wc -l < err)" -eq 1 ] && grep -q "projection (proj_size 4) has no ONNX LSTM operator" err \
+  && ! ls proj.onnx* > /dev/null 2>&1 && ok "a projected LSTM is refused: $(cat err)" || bad "exporter on --proj-size: rc $rc: $(cat err)"
 "$PY" "$REPO/python/rnn_dist_onnx.py" --checkpoint lm/test.h5 --onnx bad.onnx > out 2> err
 rc=$?
 [ $rc -eq 2 ] && [ "$(wc -l < err)" -eq 1 ] && grep -q "not an rnn_dist checkpoint" err && ! ls bad.onnx* > /dev/null 2>&1 \

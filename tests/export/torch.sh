@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # python/rnn_dist_torch.py against rnn_dist: checkpoints of every kind trained here (a character language
-# model with dropout, and byte and word ones, one with tied embeddings and a word one with the adaptive softmax; word-level bidirectional classifiers pooling last, mean and max; a bidirectional and
+# model with dropout, and byte and word ones, one with tied embeddings, a word one with the adaptive softmax, and
+# LSTMs with a projection (--proj-size: language models, one adaptive, one tied to a 6-wide embedding, a bidirectional tagger
+# and classifier); word-level bidirectional classifiers pooling last, mean and max; a bidirectional and
 # a unidirectional tagger) are rebuilt in PyTorch, whose log-probabilities over a whole test file must equal
 # `rnn_dist eval --log-probs` within 1e-5 and whose summed loss `rnn_dist eval --json`'s within 1e-6
 # relative (tests/export/compare_torch.py). Skipped (77), saying why, without PyTorch and h5py.
@@ -38,6 +40,11 @@ run lm-byte lm-byte
 run lm-word lm-word
 run lm-tied lm --embed 16 --tie-embeddings --dropout 0.1
 run lm-adaptive lm-word --softmax adaptive --cutoffs 4,9 --div-value 2 --dropout 0.1
+run lm-proj lm --proj-size 6 --dropout 0.1
+run lm-proj-adaptive lm-word --proj-size 12 --softmax adaptive --cutoffs 4,9 --div-value 2
+run lm-proj-tied lm --proj-size 6 --embed 6 --tie-embeddings
+run tag-proj tag --bidirectional --proj-size 5
+run classify-proj cls --bidirectional --pool last --proj-size 5
 for pool in last mean max; do run "classify-$pool" cls --bidirectional --pool "$pool" --dropout 0.1; done
 run tag-bi tag --bidirectional
 run tag-uni tag
