@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -16,6 +17,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <iterator>
 #include <unordered_map>
 #include <vector>
 
@@ -23,10 +25,12 @@
 
 #include "rnn_dist/data/dataset.h"
 #include "rnn_dist/data/records.h"
+#include "rnn_dist/data/sentencepiece.h"
 #include "rnn_dist/data/tokenizer.h"
 #include "rnn_dist/util/atomic_file.h"
 #include "rnn_dist/util/error.h"
 #include "rnn_dist/util/progress.h"
+#include "rnn_dist/util/random.h"
 #include "rnn_dist/util/stats.h"
 
 namespace po = boost::program_options;
@@ -43,6 +47,10 @@ struct Options {
   int64_t min_count = 1;
   int64_t max_vocab = 0;
   std::string vocab_from;
+  // --tokenizer sentencepiece: an existing model (--sp-model) or one trained on the training split.
+  std::string sp_model;
+  SentencePieceTraining sp;
+  int64_t sp_input_sentences = 1000000;
   int64_t max_len = 0;
   double valid_fraction = 0.05;
   double test_fraction = 0.0;
@@ -90,8 +98,18 @@ std::optional<Options> parse_options(int argc, char** argv) {
       ("text-field", po::value(&o.records.text_field)->default_value("text"),
        "string member holding the text for --format jsonl")
       ("tokenizer", po::value(&o.tokenizer)->default_value("char"),
-       "char (UTF-8 code points), byte (fixed 260-entry vocabulary) or word (split at whitespace, each ASCII "
-       "punctuation character a token); with --vocab-from the default is that file's tokenizer")
+       "char (UTF-8 code points), byte (fixed 260-entry vocabulary), word (split at whitespace, each ASCII "
+       "punctuation character a token) or sentencepiece (subword units of the SentencePiece library: "
+       "--sp-model or --sp-vocab-size); with --vocab-from the default is that file's tokenizer")
+      ("sp-model", po::value(&o.sp_model), "sentencepiece: encode with this existing .model file")
+      ("sp-vocab-size", po::value(&o.sp.vocab_size),
+       "sentencepiece: train a model of this many entries (the 4 reserved ones included) on the training split")
+      ("sp-type", po::value(&o.sp.type)->default_value("unigram"), "sentencepiece training: unigram or bpe")
+      ("sp-character-coverage", po::value(&o.sp.character_coverage)->default_value(0.9995, "0.9995"),
+       "sentencepiece training: the fraction of characters the model covers (rarer ones become <unk>)")
+      ("sp-input-sentences", po::value(&o.sp_input_sentences)->default_value(1000000),
+       "sentencepiece training: at most this many training records, sampled uniformly (seeded by --seed), bound "
+       "its memory")
       ("utf8-replace", po::bool_switch(&o.records.utf8_replace),
        "replace ill-formed UTF-8 with U+FFFD instead of failing")
       ("min-count", po::value(&o.min_count)->default_value(1),
@@ -156,6 +174,16 @@ std::optional<Options> parse_options(int argc, char** argv) {
       throw InputError(cat("--tokenizer: ", e.what()));
     }
   }
+  const bool sp = o.tokenizer == "sentencepiece";
+  for (const char* opt : {"sp-model", "sp-vocab-size", "sp-type", "sp-character-coverage", "sp-input-sentences"})
+    if (!vm[opt].defaulted() && vm.count(opt) && !sp) throw InputError(cat("--", opt, ": applies to --tokenizer sentencepiece"));
+  if (sp && !o.sp_model.empty() && vm.count("sp-vocab-size"))
+    throw InputError("--sp-model and --sp-vocab-size: an existing model or a new one, not both");
+  if (sp && o.vocab_from.empty() && o.sp_model.empty() && !vm.count("sp-vocab-size"))
+    throw InputError("--tokenizer sentencepiece: give --sp-model FILE (an existing model) or --sp-vocab-size N (train one)");
+  if (sp && !o.vocab_from.empty() && (!o.sp_model.empty() || vm.count("sp-vocab-size")))
+    throw InputError("--vocab-from: the file's sentencepiece model is reused; --sp-model and --sp-vocab-size do not apply");
+  if (o.sp_input_sentences < 1) throw InputError("--sp-input-sentences: must be at least 1");
   if (o.records.separator.empty() || o.records.separator.find('\n') != std::string::npos)
     throw InputError("--record-sep: must be a non-empty single line");
   if (o.min_count < 1) throw InputError(cat("--min-count: must be at least 1, got ", o.min_count));
@@ -271,6 +299,24 @@ Read for_each_record(const Options& o, const char* what, F&& f) {
   return {bytes, comments};
 }
 
+// Whether the inputs are read twice: a vocabulary pass (a vocabulary to count, labels to collect, or a
+// sentencepiece model to train) before the encoding.
+bool two_passes(const Options& o) {
+  if (!o.vocab_from.empty()) return false;
+  const TokenizerKind kind = parse_tokenizer_kind(o.tokenizer);
+  if (o.task != Task::lm) return true;
+  return kind == TokenizerKind::sentencepiece ? o.sp_model.empty() : kind != TokenizerKind::byte;
+}
+
+// The bytes of a file, or an InputError naming the option.
+std::string read_file_bytes(const std::string& path, const char* option) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(cat(option, " ", path, ": cannot open it"));
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw InputError(cat(option, " ", path, ": cannot read it"));
+  return bytes;
+}
+
 // The tokenizer, and the label vocabulary (classify: the labels, tag: the tags of the training split,
 // sorted; or those of --vocab-from).
 struct Vocabularies {
@@ -291,23 +337,45 @@ Vocabularies make_vocabularies(const Options& o) {
     return {Tokenizer::from_file(f, replace), f.label_vocab()};
   }
   TokenizerKind kind = parse_tokenizer_kind(o.tokenizer);
+  const bool train_sp = kind == TokenizerKind::sentencepiece && o.sp_model.empty();
   VocabCounter counter(kind, replace);
   std::set<std::string, std::less<>> labels;
-  if (kind != TokenizerKind::byte || o.task != Task::lm)
+  // sentencepiece: a uniform sample of at most --sp-input-sentences training records (reservoir sampling,
+  // seeded), the model's training text, in bounded memory.
+  std::vector<std::string> sample;
+  Rng rng(mix_seed(o.seed, 0x5e17e9c3));
+  int64_t seen = 0;
+  if (two_passes(o))
     for_each_record(o, "pass 1 of 2, vocabulary", [&](const Record& r, const TextSource& src, Split split,
                                                        std::string_view label) {
       if (split != kTrain) return;
       if (o.task == Task::tag) {
         for (std::string_view t : r.tokens) counter.add_token(t);
         labels.insert(r.tags.begin(), r.tags.end());
-      } else {
-        counter.add(r.text, src);
-        if (o.task == Task::classify) labels.emplace(label);
+        return;
       }
+      if (o.task == Task::classify) labels.emplace(label);
+      if (!train_sp) return counter.add(r.text, src);
+      if (r.text.empty()) return;
+      std::string text = replace ? replace_invalid_utf8(r.text) : std::string(r.text);
+      if (!replace && find_invalid_utf8(text) != std::string::npos)
+        throw InputError(cat(src.name, ": invalid UTF-8 at byte offset ", src.offset + find_invalid_utf8(text)));
+      if (static_cast<int64_t>(sample.size()) < o.sp_input_sentences) {
+        sample.push_back(std::move(text));
+      } else if (const uint64_t k = rng.next() % uint64_t(seen + 1); k < sample.size()) {
+        sample[k] = std::move(text);
+      }
+      ++seen;
     });
-  std::vector<std::string> vocab = kind == TokenizerKind::byte ? byte_vocab() : counter.vocab(o.min_count, o.max_vocab);
   std::vector<std::string> label_vocab(labels.begin(), labels.end());
   if (o.task == Task::classify) sort_numeric_labels(label_vocab);
+  if (kind == TokenizerKind::sentencepiece) {
+    std::string model = train_sp ? train_sentencepiece(sample, o.sp) : read_file_bytes(o.sp_model, "--sp-model");
+    const std::string what = train_sp ? std::string("--sp-vocab-size") : cat("--sp-model ", o.sp_model);
+    std::vector<std::string> vocab = SentencePieceModel::load(model, what)->vocab();
+    return {Tokenizer(o.tokenizer, std::move(vocab), replace, std::move(model)), std::move(label_vocab)};
+  }
+  std::vector<std::string> vocab = kind == TokenizerKind::byte ? byte_vocab() : counter.vocab(o.min_count, o.max_vocab);
   return {Tokenizer(o.tokenizer, std::move(vocab), replace), std::move(label_vocab)};
 }
 
@@ -333,8 +401,7 @@ int run(const Options& o) {
   std::error_code ec;
   std::filesystem::create_directories(o.output_dir, ec);
   if (ec) throw InputError(cat(o.output_dir, ": cannot create the output directory: ", ec.message()));
-  const bool two_passes =
-      o.vocab_from.empty() && (parse_tokenizer_kind(o.tokenizer) != TokenizerKind::byte || o.task != Task::lm);
+  const bool reads_twice = two_passes(o);
   for (const char* split : kSplitNames) {
     const std::string out = (std::filesystem::path(o.output_dir) / cat(split, ".h5")).string();
     for (const auto& path : o.inputs) refuse_output_over_inputs({"--output-dir", out}, {{"--input", path}});
@@ -342,7 +409,7 @@ int run(const Options& o) {
   }
   for (const auto& path : o.inputs) {
     // A pipe (<(cat f), /dev/stdin) reads once: the vocabulary pass would leave nothing for the encoding.
-    if (two_passes && !std::filesystem::is_regular_file(path, ec))
+    if (reads_twice && !std::filesystem::is_regular_file(path, ec))
       throw InputError(cat("--input ", path, ": is a pipe or another stream, which can be read only once, and ",
                            o.task == Task::lm ? cat("the ", o.tokenizer, " tokenizer") : cat("task ", task_name(o.task)),
                            " reads its input twice (vocabulary, then encoding): write it to a file first "
@@ -378,13 +445,14 @@ int run(const Options& o) {
     if (fractions[s] > 0) {
       writers[s] = std::make_unique<SequenceWriter>(paths[s], tok.name(), o.compress, o.task);
       if (o.records.format == RecordFormat::conll) writers[s]->set_whole_tokens();
+      writers[s]->set_tokenizer_model(tok.model());
     }
   }
 
   SplitStats stats[kNumSplits];
   int64_t records = 0, empty = 0, split_records = 0, pieces = 0;
   std::vector<int32_t> seq, piece, tags, piece_tags;
-  const char* encoding = two_passes ? "pass 2 of 2, encoding" : "encoding";
+  const char* encoding = reads_twice ? "pass 2 of 2, encoding" : "encoding";
   const Read read = for_each_record(o, encoding, [&](const Record& r, const TextSource& src, Split split,
                                                           std::string_view label_text) {
     ++records;

@@ -172,9 +172,19 @@ def main(argv=None) -> int:
     except (OSError, KeyError, ValueError, onnx.checker.ValidationError) as e:
         print(f"rnn_dist_onnx: error: {e}", file=sys.stderr)
         return 2
+    # A sentencepiece model travels with the graph: NAME.model beside NAME.onnx (not beside '-' or a device).
+    with h5py.File(args.checkpoint, "r") as f:
+        sp_model = bytes(np.asarray(f["tokenizer_model"][()], dtype=np.uint8)) if "tokenizer_model" in f else b""
+    regular = args.onnx != "-" and (os.path.isfile(args.onnx) or not os.path.exists(args.onnx))
+    sp_path = os.path.splitext(args.onnx)[0] + ".model" if sp_model and regular else ""
     try:
+        if sp_path:
+            refuse_output_over_inputs(sp_path, "--onnx's .model", {"--checkpoint": args.checkpoint})
         with output_path(args.onnx, "--onnx") as path:
             onnx.save(model, path)
+        if sp_path:
+            with output_path(sp_path, "--onnx's .model") as path, open(path, "wb") as out:
+                out.write(sp_model)
     except OutputError as e:
         print(f"rnn_dist_onnx: error: {e}", file=sys.stderr)
         return 2
@@ -182,6 +192,8 @@ def main(argv=None) -> int:
         print(f"rnn_dist_onnx: error: {args.onnx}: {e}", file=sys.stderr)
         return 1
     print(f"{args.onnx}: {len(model.graph.node)} nodes, opset {OPSET}", file=sys.stderr if args.onnx == "-" else sys.stdout)
+    if sp_path:
+        print(f"{sp_path}: the sentencepiece model (python3 -c 'import sentencepiece' encodes text for the graph)")
     return 0
 
 

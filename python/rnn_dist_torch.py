@@ -116,6 +116,7 @@ class Checkpoint:
     vocab: list[str]
     labels: list[str]  # label or tag names by id; empty for a language model
     attrs: dict
+    tokenizer_model: bytes = b""  # sentencepiece: the .model file's bytes (write_tokenizer_model)
 
 
 def read_checkpoint(path: str) -> Checkpoint:
@@ -138,8 +139,20 @@ def read_checkpoint(path: str) -> Checkpoint:
             state["out.weight"] = state["emb.weight"]  # one tensor in the file, two names in the module
         vocab = _text(f["vocab"][()])
         labels = _text(f["label_vocab"][()]) if "label_vocab" in f else []
+        sp_model = bytes(np.asarray(f["tokenizer_model"][()], dtype=np.uint8)) if "tokenizer_model" in f else b""
     model.load_state_dict(state, strict=True)  # every tensor of the module in the file, and nothing else
-    return Checkpoint(model.eval(), vocab, labels, a)
+    return Checkpoint(model.eval(), vocab, labels, a, sp_model)
+
+
+def write_tokenizer_model(checkpoint: Checkpoint, path: str) -> None:
+    """Writes a sentencepiece checkpoint's .model file, for Python's sentencepiece module:
+    spm.SentencePieceProcessor(model_file=path). Map its pieces to the model's ids by text:
+    index = {p: i for i, p in enumerate(ck.vocab)}; [index.get(p, UNK_ID) for p in sp.encode(text, out_type=str)]
+    (a model that rnn_prep trained has the same ids as the checkpoint, so sp.encode(text) works as it is)."""
+    if not checkpoint.tokenizer_model:
+        raise ValueError(f"a {checkpoint.attrs.get('tokenizer')} checkpoint has no sentencepiece model")
+    with open(path, "wb") as f:
+        f.write(checkpoint.tokenizer_model)
 
 
 def load(path: str) -> RnnDistModel:

@@ -73,7 +73,7 @@ TEST(Checkpoint, AdamStateResumesExactly) {
   TempDir dir;
   TrainingPosition pos;
   pos.step = 1;
-  write_checkpoint(dir.path(), 2, m, opt, {"char", std::vector<std::string>(config.vocab, "x"), {}, ""}, pos);
+  write_checkpoint(dir.path(), 2, m, opt, {"char", std::vector<std::string>(config.vocab, "x"), {}, "", ""}, pos);
   const CheckpointData ck = read_checkpoint(checkpoint_path(dir.path(), 1), *backend);
 
   EXPECT_EQ(ck.params, m.download_params());
@@ -117,7 +117,7 @@ TEST(Checkpoint, EveryPositionFieldRoundTrips) {
   pos.stream_state.resize(size_t(2 * config.layers * columns * config.hidden));
   for (size_t i = 0; i < pos.stream_state.size(); ++i) pos.stream_state[i] = 0.5f + float(i);
   TempDir dir;
-  write_checkpoint(dir.path(), 2, m, opt, {"char", std::vector<std::string>(config.vocab, "x"), {}, ""}, pos);
+  write_checkpoint(dir.path(), 2, m, opt, {"char", std::vector<std::string>(config.vocab, "x"), {}, "", ""}, pos);
   const TrainingPosition got = read_checkpoint(checkpoint_path(dir.path(), pos.step), *backend).position;
   EXPECT_EQ(got.step, 101);
   EXPECT_EQ(got.epoch, 3);

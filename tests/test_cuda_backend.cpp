@@ -601,7 +601,7 @@ TEST_F(CudaBackendTest, CheckpointRoundTripBetweenCpuAndGpu) {
     src_opt.step(src.params().data(), src.grads().data(), 0.01f);
     TrainingPosition pos;
     pos.step = from == cpu_.get() ? 1 : 2;
-    write_checkpoint(dir.string(), 5, src, src_opt, {"char", vocab, {}, ""}, pos);
+    write_checkpoint(dir.string(), 5, src, src_opt, {"char", vocab, {}, "", ""}, pos);
     const CheckpointData ck = read_checkpoint(checkpoint_path(dir.string(), pos.step), *to);
     dst.upload_params(ck.params);
     const auto want = named(src, src.download_params()), got = named(dst, dst.download_params());

@@ -176,7 +176,7 @@ int cmd_sample(const Args& args) {
   if (ck.config.task != Task::lm)
     throw InputError(cat(checkpoint, ": a ", task_name(ck.config.task), " model; sample needs a language model (rnn_dist "
                          "predict applies classifiers and taggers)"));
-  Tokenizer tokenizer(ck.tokenizer, ck.vocab, true);
+  Tokenizer tokenizer(ck.tokenizer, ck.vocab, true, ck.tokenizer_model);
   std::vector<int32_t> context = {kBosId};
   tokenizer.encode(prime, context);
   std::vector<float> h(size_t(ck.config.layers) * size_t(ck.config.state_width()), 0.0f),

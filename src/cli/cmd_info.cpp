@@ -8,6 +8,7 @@
 #include "rnn_dist/cpu/cpu_backend.h"
 #include "rnn_dist/data/dataset.h"
 #include "rnn_dist/data/h5.h"
+#include "rnn_dist/data/tokenizer.h"
 #include "rnn_dist/nn/backend.h"
 #include "rnn_dist/train/checkpoint.h"
 #include "rnn_dist/util/error.h"
@@ -16,6 +17,14 @@
 namespace rnn_dist {
 
 namespace {
+
+// "word", or for sentencepiece its model's type and size: "sentencepiece (unigram model, 8000 entries, 238,123 bytes)".
+std::string tokenizer_text(const std::string& name, const std::vector<std::string>& vocab, const std::string& model) {
+  if (model.empty()) return name;
+  const Tokenizer t(name, vocab, false, model);
+  return cat(name, " (", t.model_type(), " model, ", vocab.size(), " entries, ", model.size(), " bytes)");
+}
+
 
 // Entropy of the target-token distribution (every id but each sequence's first): the loss of the best
 // model that ignores context, a baseline a trained model must beat. Reads the file in blocks.
@@ -54,7 +63,7 @@ void print_checkpoint(const std::string& path) {
     std::cout << "\n";
   }
   std::cout << "  parameters: " << ck.parameter_count << "\n"
-            << "  tokenizer:  " << ck.tokenizer << "\n"
+            << "  tokenizer:  " << tokenizer_text(ck.tokenizer, ck.vocab, ck.tokenizer_model) << "\n"
             << "  position:   step " << p.step << ", epoch " << p.epoch << " (" << p.step_in_epoch << " of "
             << p.steps_per_epoch << " steps done), seed " << p.seed << "\n"
             << "  data plan:  " << (p.plan.empty() ? "unknown" : p.plan)
@@ -91,7 +100,7 @@ int cmd_info(const Args& args) {
     for (int64_t i = 0; i < f.num_sequences(); ++i) lengths[i] = f.length(i);
     std::cout << path << "\n"
               << "  format:     " << kFormatName << " v" << f.version() << "\n"
-              << "  tokenizer:  " << f.tokenizer() << "\n"
+              << "  tokenizer:  " << tokenizer_text(f.tokenizer(), f.vocab(), f.tokenizer_model()) << "\n"
               << "  vocab size: " << f.vocab_size() << "\n"
               << "  sequences:  " << f.num_sequences() << "\n"
               << "  tokens:     " << f.num_tokens() << "\n"

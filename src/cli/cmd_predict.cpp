@@ -165,7 +165,7 @@ int cmd_predict(const Args& args) {
   if (task == Task::lm)
     throw InputError(cat(checkpoint, ": a language model; predict applies classifiers and taggers (rnn_dist sample "
                          "generates text)"));
-  const Tokenizer tokenizer(ck.tokenizer, ck.vocab, utf8_replace);
+  const Tokenizer tokenizer(ck.tokenizer, ck.vocab, utf8_replace, ck.tokenizer_model);
   const bool conll = records.format == RecordFormat::conll;
   // A model trained on whole tokens (a CoNLL file's) reads raw text cut as those were: at whitespace.
   const bool whole_tokens = ck.token_split == "whitespace";

@@ -53,8 +53,13 @@ SequenceFile SequenceFile::open(const std::string& path) {
   }
   if (version == 2 && s.task_ == Task::lm) invalid(path, "format version 2 is for classify and tag files");
   s.tokenizer_ = f.read_attr_string("/", "tokenizer");
-  if (s.tokenizer_ != "char" && s.tokenizer_ != "byte" && s.tokenizer_ != "word")
+  if (s.tokenizer_ != "char" && s.tokenizer_ != "byte" && s.tokenizer_ != "word" && s.tokenizer_ != "sentencepiece")
     invalid(path, cat("unknown tokenizer '", s.tokenizer_, "'"));
+  if (s.tokenizer_ == "sentencepiece") {
+    if (!f.exists("/tokenizer_model")) invalid(path, "a sentencepiece file without its /tokenizer_model");
+    const std::vector<uint8_t> bytes = f.read<uint8_t>("/tokenizer_model");
+    s.tokenizer_model_.assign(bytes.begin(), bytes.end());
+  }
   if (f.has_attr("/", "token_split")) {
     s.token_split_ = f.read_attr_string("/", "token_split");
     if (s.token_split_ != "whitespace" || s.tokenizer_ != "word")
@@ -285,6 +290,8 @@ void SequenceWriter::finish(const std::vector<std::string>& vocab, const std::ve
     f.write("/offsets", offsets);
     f.write("/source_index", order);
     f.write_strings("/vocab", vocab);
+    if (!tokenizer_model_.empty())
+      f.write("/tokenizer_model", std::vector<uint8_t>(tokenizer_model_.begin(), tokenizer_model_.end()));
     if (task_ == Task::classify) {
       std::vector<int32_t> sorted(n);
       for (int64_t k = 0; k < n; ++k) sorted[k] = labels_[order[k]];

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "rnn_dist/data/dataset.h"
+#include "rnn_dist/data/sentencepiece.h"
 #include "rnn_dist/util/error.h"
 
 namespace rnn_dist {
@@ -97,7 +98,8 @@ TokenizerKind parse_tokenizer_kind(std::string_view name) {
   if (name == "char") return TokenizerKind::chr;
   if (name == "byte") return TokenizerKind::byte;
   if (name == "word") return TokenizerKind::word;
-  throw InputError(cat("unknown tokenizer '", name, "' (expected char, byte or word)"));
+  if (name == "sentencepiece") return TokenizerKind::sentencepiece;
+  throw InputError(cat("unknown tokenizer '", name, "' (expected char, byte, word or sentencepiece)"));
 }
 
 const char* tokenizer_name(TokenizerKind kind) {
@@ -105,6 +107,7 @@ const char* tokenizer_name(TokenizerKind kind) {
     case TokenizerKind::chr: return "char";
     case TokenizerKind::byte: return "byte";
     case TokenizerKind::word: return "word";
+    case TokenizerKind::sentencepiece: return "sentencepiece";
   }
   return "?";
 }
@@ -234,8 +237,10 @@ const std::vector<std::string>& byte_vocab() {
   return v;
 }
 
-Tokenizer::Tokenizer(std::string_view name, std::vector<std::string> vocab, bool utf8_replace)
+Tokenizer::Tokenizer(std::string_view name, std::vector<std::string> vocab, bool utf8_replace, std::string model)
     : kind_(parse_tokenizer_kind(name)), utf8_replace_(utf8_replace), vocab_(std::move(vocab)) {
+  if (kind_ != TokenizerKind::sentencepiece && !model.empty())
+    throw InputError(cat("a ", name, " tokenizer takes no model (a sentencepiece one does)"));
   const auto& reserved = reserved_tokens();
   if (vocab_.size() < reserved.size())
     throw InputError(
@@ -267,12 +272,26 @@ Tokenizer::Tokenizer(std::string_view name, std::vector<std::string> vocab, bool
         if (!inserted) bad_vocab(name, id, cat("duplicates entry ", it->second));
       }
       break;
+    case TokenizerKind::sentencepiece:
+      if (model.empty()) throw InputError("sentencepiece tokenizer without its model");
+      sp_ = SentencePieceModel::load(std::move(model), "the sentencepiece tokenizer's model");
+      if (sp_->vocab() != vocab_)
+        throw InputError(cat("sentencepiece vocabulary of ", vocab_.size(), " entries is not its model's (",
+                             sp_->vocab().size(), " entries)"));
+      break;
   }
 }
 
+const std::string& Tokenizer::model() const {
+  static const std::string none;
+  return sp_ ? sp_->serialized() : none;
+}
+
+std::string Tokenizer::model_type() const { return sp_ ? sp_->type() : std::string(); }
+
 Tokenizer Tokenizer::from_file(const SequenceFile& file, bool utf8_replace) {
   try {
-    return Tokenizer(file.tokenizer(), file.vocab(), utf8_replace);
+    return Tokenizer(file.tokenizer(), file.vocab(), utf8_replace, file.tokenizer_model());
   } catch (const InputError& e) {
     throw InputError(cat(file.path(), ": ", e.what()));
   }
@@ -316,6 +335,11 @@ int64_t Tokenizer::encode(std::string_view text, std::vector<int32_t>& out, cons
       });
       break;
     }
+    case TokenizerKind::sentencepiece: {
+      std::string storage;
+      unk += sp_->encode(valid_utf8(text, utf8_replace_, src, storage), out, pieces);
+      break;
+    }
   }
   return unk;
 }
@@ -327,6 +351,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
 }
 
 std::string Tokenizer::decode(std::span<const int32_t> ids) const {
+  if (sp_) return sp_->decode(ids);
   std::string out;
   bool first = true;
   for (int32_t id : ids) {
@@ -355,7 +380,8 @@ VocabCounter::VocabCounter(TokenizerKind kind, bool utf8_replace) : kind_(kind),
 
 void VocabCounter::add(std::string_view text, const TextSource& src) {
   switch (kind_) {
-    case TokenizerKind::byte: break;  // fixed vocabulary
+    case TokenizerKind::byte:
+    case TokenizerKind::sentencepiece: break;  // fixed vocabulary, or the model's
     case TokenizerKind::chr: {
       int64_t* counts = char_counts_.data();
       for_each_code_point(text, utf8_replace_, src, [&](char32_t cp) { ++counts[cp]; });

@@ -142,6 +142,8 @@ void write_checkpoint_file(const std::string& path, Model& model, Optimizer& opt
     f.write_attr("/", "steps_per_epoch", pos.steps_per_epoch);
     f.write_attr("/", "epoch_rows", pos.epoch_rows);
     f.write_strings("/vocab", vocab.tokens);
+    if (!vocab.tokenizer_model.empty())  // a checkpoint alone can encode and decode
+      f.write("/tokenizer_model", std::vector<uint8_t>(vocab.tokenizer_model.begin(), vocab.tokenizer_model.end()));
     if (!pos.stream_state.empty()) {
       const uint64_t columns = pos.stream_state.size() / (2 * uint64_t(c.layers) * uint64_t(c.hidden));
       f.write("/stream_state", pos.stream_state, {2, uint64_t(c.layers), columns, uint64_t(c.hidden)});
@@ -220,6 +222,10 @@ CheckpointData read_checkpoint(const std::string& path, Backend& backend) {
   d.tokenizer = f.read_attr_string("/", "tokenizer");
   if (f.has_attr("/", "token_split")) d.token_split = f.read_attr_string("/", "token_split");
   d.vocab = f.read_strings("/vocab");
+  if (f.exists("/tokenizer_model")) {
+    const std::vector<uint8_t> bytes = f.read<uint8_t>("/tokenizer_model");
+    d.tokenizer_model.assign(bytes.begin(), bytes.end());
+  }
   if (static_cast<int64_t>(d.vocab.size()) != d.config.vocab)
     throw InputError(cat(path, ": /vocab has ", d.vocab.size(), " entries but vocab_size is ", d.config.vocab));
   d.position.step = f.read_attr_int("/", "step");

@@ -122,7 +122,8 @@ class Trainer {
   // After a validation: DIR/best.h5 when `objective` improves on the best so far.
   void save_best(double objective);
   Vocabularies vocabularies() const {
-    return {train_->tokenizer(), train_->vocab(), train_->label_vocab(), train_->token_split()};
+    return {train_->tokenizer(), train_->vocab(), train_->label_vocab(), train_->token_split(),
+            train_->tokenizer_model()};
   }
   // The loss and metrics of a file with the training batching, split across ranks and all-reduced.
   Evaluation evaluate(const SequenceFile& file);

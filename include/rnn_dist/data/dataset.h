@@ -37,6 +37,8 @@ class SequenceFile {
   // How the text was cut into tokens: "" by the tokenizer, "whitespace" when the tokens were given whole
   // (a CoNLL file's, one per line), which is how raw text for the model must be cut too.
   const std::string& token_split() const { return token_split_; }
+  // sentencepiece: the bytes of its .model file (/tokenizer_model); empty for the other tokenizers.
+  const std::string& tokenizer_model() const { return tokenizer_model_; }
   int64_t vocab_size() const { return static_cast<int64_t>(vocab_.size()); }
   const std::vector<std::string>& vocab() const { return vocab_; }
   int64_t num_sequences() const { return static_cast<int64_t>(offsets_.size()) - 1; }
@@ -68,7 +70,7 @@ class SequenceFile {
  private:
   explicit SequenceFile(h5::File f) : file_(std::move(f)) {}
   h5::File file_;
-  std::string tokenizer_, token_split_;
+  std::string tokenizer_, token_split_, tokenizer_model_;
   std::vector<std::string> vocab_, label_vocab_;
   std::vector<int64_t> offsets_;
   Task task_ = Task::lm;
@@ -95,11 +97,13 @@ class SequenceWriter {
   const std::vector<int64_t>& lengths() const { return lengths_; }
   // The tokens were given whole (SequenceFile::token_split() "whitespace").
   void set_whole_tokens() { token_split_ = "whitespace"; }
+  // sentencepiece: the model's bytes, stored as /tokenizer_model.
+  void set_tokenizer_model(std::string model) { tokenizer_model_ = std::move(model); }
   // label_vocab: the labels or tags by id (classify and tag).
   void finish(const std::vector<std::string>& vocab, const std::vector<std::string>& label_vocab = {});
 
  private:
-  std::string path_, tokenizer_, token_split_;
+  std::string path_, tokenizer_, token_split_, tokenizer_model_;
   int deflate_level_;
   Task task_;
   TokenSpool spool_;

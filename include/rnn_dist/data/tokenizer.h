@@ -1,10 +1,11 @@
-// Tokenizers of rnn_dist (char, byte, word) and the UTF-8 helpers they share. A Tokenizer turns text into
+// Tokenizers of rnn_dist (char, byte, word, and SentencePiece's subwords) and the UTF-8 helpers they share. A Tokenizer turns text into
 // vocabulary ids and back, given the tokenizer's name and its vocabulary (the /vocab of a sequence file);
 // rnn_prep and the trainer's `sample --prime TEXT` use the same class. VocabCounter builds a vocabulary.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -14,10 +15,11 @@
 namespace rnn_dist {
 
 class SequenceFile;
+class SentencePieceModel;
 
-enum class TokenizerKind { chr, byte, word };
+enum class TokenizerKind { chr, byte, word, sentencepiece };
 
-// "char", "byte" or "word"; anything else is an InputError.
+// "char", "byte", "word" or "sentencepiece"; anything else is an InputError.
 TokenizerKind parse_tokenizer_kind(std::string_view name);
 const char* tokenizer_name(TokenizerKind kind);
 
@@ -61,8 +63,9 @@ class Tokenizer {
  public:
   // Validates the vocabulary for the tokenizer (reserved tokens first, no duplicates; char: one code point
   // per entry, "" standing for U+0000; byte: exactly byte_vocab()); throws InputError naming the problem.
-  // utf8_replace: encode() turns ill-formed UTF-8 into U+FFFD instead of throwing.
-  Tokenizer(std::string_view name, std::vector<std::string> vocab, bool utf8_replace = false);
+  // utf8_replace: encode() turns ill-formed UTF-8 into U+FFFD instead of throwing. sentencepiece: `model`
+  // holds the bytes of its .model file (see sentencepiece.h), and the vocabulary must be the model's.
+  Tokenizer(std::string_view name, std::vector<std::string> vocab, bool utf8_replace = false, std::string model = {});
   // The tokenizer and vocabulary of a sequence file.
   static Tokenizer from_file(const SequenceFile& file, bool utf8_replace = false);
 
@@ -70,6 +73,9 @@ class Tokenizer {
   const char* name() const { return tokenizer_name(kind_); }
   const std::vector<std::string>& vocab() const { return vocab_; }
   int32_t vocab_size() const { return static_cast<int32_t>(vocab_.size()); }
+  // sentencepiece: the serialized model, and its type ("unigram", "bpe", ...); empty otherwise.
+  const std::string& model() const;
+  std::string model_type() const;
 
   // Appends the ids of text (without <s> and </s>) to out and returns how many of them are <unk>.
   // Ill-formed UTF-8 (char and word) throws InputError "<src.name>: invalid UTF-8 at byte offset N".
@@ -81,7 +87,8 @@ class Tokenizer {
   // word: the id of one token given whole (a token of a CoNLL file), or <unk>; not split further.
   int32_t token_id(std::string_view token) const;
   // Text of the ids: <pad>, <s> and </s> are skipped, <unk> appears as "<unk>"; char and byte
-  // concatenate, word joins with single spaces. An id outside the vocabulary is an InputError.
+  // concatenate, word joins with single spaces, sentencepiece decodes its pieces (<unk> as " ⁇ "). An id
+  // outside the vocabulary is an InputError.
   std::string decode(std::span<const int32_t> ids) const;
 
  private:
@@ -90,6 +97,7 @@ class Tokenizer {
   std::vector<std::string> vocab_;
   std::vector<int32_t> char_ids_;  // char: code point -> id, a flat table so encoding allocates nothing
   std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>> word_ids_;  // word: token -> id
+  std::shared_ptr<const SentencePieceModel> sp_;                                     // sentencepiece
 };
 
 // Counts tokens of texts (the training split) and builds a vocabulary from the counts: the reserved tokens,

@@ -35,7 +35,8 @@ std::string checkpoint_path(const std::string& dir, int64_t step);
 struct Vocabularies {
   std::string tokenizer;
   std::vector<std::string> tokens, labels;
-  std::string token_split;  // SequenceFile::token_split() of the training data
+  std::string token_split;      // SequenceFile::token_split() of the training data
+  std::string tokenizer_model;  // SequenceFile::tokenizer_model(): sentencepiece's .model bytes
 };
 
 // "DIR/best.h5"
@@ -52,7 +53,7 @@ void write_best_checkpoint(const std::string& dir, Model& model, Optimizer& opti
 // What a checkpoint holds, read back on the host.
 struct CheckpointData {
   ModelConfig config;
-  std::string tokenizer, token_split;  // as Vocabularies
+  std::string tokenizer, token_split, tokenizer_model;  // as Vocabularies
   std::vector<std::string> vocab, label_vocab;
   std::vector<float> params;  // flat, in Model's order (filled by name and shape, so checked)
   int64_t parameter_count = 0;  // Model::parameter_count(): params without the alignment gaps
