@@ -4,8 +4,10 @@
 # word types, about 600k tokens), STEPS steps each with --softmax full and with --softmax adaptive
 # --cutoffs 2000,10000, from the same seed. Prints the training tokens/s of both (measured in the same
 # run of this script, so their ratio is what counts), the validation perplexity after the same tokens, and
-# the time split; checks that the adaptive softmax is at least 3x as fast and its perplexity no more than
-# 3% worse (lower is fine), exits 1 otherwise.
+# the time split; then PyTorch's nn.LSTM + nn.AdaptiveLogSoftmaxWithLoss on the same file, batch size, steps
+# and thread (bench/pytorch_adaptive.py; skipped, saying so, without torch and h5py). Checks that the
+# adaptive softmax is at least 3x as fast as the full one with a perplexity no more than 3% worse (lower
+# is fine), and at least 4x PyTorch's adaptive model; exits 1 otherwise.
 #   bench/adaptive_softmax.sh BUILD_DIR [STEPS (150)] [TYPES (50000)]
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -31,8 +33,24 @@ for head in full adaptive; do
   ppl[$head]=$(sed -n 's/^valid .* ppl \([0-9.]*\) .*/\1/p' "log.$head")
   printf '%-8s %8s tokens/s  valid ppl %8s  %s\n' "$head" "${tps[$head]}" "${ppl[$head]}" "$(grep -o 'time split.*' "log.$head")"
 done
+status=0
 awk -v tf="${tps[full]}" -v ta="${tps[adaptive]}" -v pf="${ppl[full]}" -v pa="${ppl[adaptive]}" 'BEGIN {
   ok = tf > 0 && ta >= 3 * tf && pa <= 1.03 * pf
   printf "adaptive / full: %.2fx tokens/s, perplexity %+.1f%%: %s\n", ta / tf, 100 * (pa - pf) / pf,
     ok ? "ok (>= 3x, perplexity within 3% or better)" : "FAILED (want >= 3x and perplexity at most 3% worse)"
-  exit !ok }'
+  exit !ok }' || status=1
+PY=python3
+[ -x /usr/bin/python3 ] && PY=/usr/bin/python3
+if "$PY" -c "import torch, h5py" 2> /dev/null; then
+  "$PY" "$HERE/pytorch_adaptive.py" data/train.h5 --embed 256 --hidden 256 --layers 1 --batch 32 --steps "$STEPS" \
+    --threads 1 --cutoffs 2000,10000 > pt.json 2> pt.err || { echo "FAILED: PyTorch: $(tail -1 pt.err) $(cat pt.json)"; exit 1; }
+  pt=$(sed -n 's/.*"tokens_per_s": \([0-9.]*\).*/\1/p' pt.json)
+  printf '%-8s %8.0f tokens/s  (PyTorch %s, nn.LSTM + nn.AdaptiveLogSoftmaxWithLoss, 1 thread)\n' pytorch "$pt" \
+    "$(sed -n 's/.*"torch": "\([^"]*\)".*/\1/p' pt.json)"
+  awk -v ta="${tps[adaptive]}" -v pt="$pt" 'BEGIN { ok = ta >= 4 * pt
+    printf "rnn_dist / PyTorch, adaptive: %.2fx tokens/s: %s\n", ta / pt, ok ? "ok (>= 4x)" : "FAILED (want >= 4x)"; exit !ok }' \
+    || status=1
+else
+  echo "skipped: PyTorch's adaptive softmax (no python3 here imports torch and h5py)"
+fi
+exit $status
