@@ -9,6 +9,13 @@
 # failed". Found with it (under load: two busy loops beside it, MODE sbatch, run 12): a NULL call from
 # mca_btl_tcp's active-message dispatch inside PMPI_Init_thread of `rnn_dist check`, a TCP fragment that
 # reached a rank before its PML registered the tag: Open MPI 4.1.4's race under srun's PMIx fence.
+# What the source of 4.1.4 says (ompi/runtime/ompi_mpi_init.c): with the default settings (none of
+# pmix_base_async_modex, async_mpi_init set, here or in /etc/openmpi) ob1 registers its tags in add_procs
+# and adds MPI_COMM_WORLD before MPI_Init's final fence, so a peer can only send early if that fence was
+# skipped or released early: fence_release() ignores the fence's status, and Slurm's PMIx plugin releases
+# a fence with an error on a timeout; or the fragment was not ob1's (a tag outside 0x41-0x49). The next
+# crash tells them apart: the ompi_mpi_init frame's offset is the wait it was in (+0x6d4 the modex fence at
+# line 713, +0x93e the final fence at 904), and OMPI_MCA_rte_base_verbose=1 prints each rank's waits.
 NODES=2
 OUT_DIR=$(mkdir -p "${3:-srun-loop}" && cd "${3:-srun-loop}" && pwd)
 RUNS=${2:-50}
