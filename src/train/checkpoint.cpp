@@ -145,8 +145,12 @@ void write_checkpoint_file(const std::string& path, Model& model, Optimizer& opt
     if (!vocab.tokenizer_model.empty())  // a checkpoint alone can encode and decode
       f.write("/tokenizer_model", std::vector<uint8_t>(vocab.tokenizer_model.begin(), vocab.tokenizer_model.end()));
     if (!pos.stream_state.empty()) {
-      const uint64_t columns = pos.stream_state.size() / (2 * uint64_t(c.layers) * uint64_t(c.hidden));
-      f.write("/stream_state", pos.stream_state, {2, uint64_t(c.layers), columns, uint64_t(c.hidden)});
+      // [h | c], layers x columns x width each: 2 x L x C x H without a projection, flat with one (h is P wide).
+      const uint64_t columns = pos.stream_state.size() / (uint64_t(c.layers) * uint64_t(c.hidden + c.state_width()));
+      if (c.proj > 0)
+        f.write("/stream_state", pos.stream_state);
+      else
+        f.write("/stream_state", pos.stream_state, {2, uint64_t(c.layers), columns, uint64_t(c.hidden)});
     }
     f.create_group("/model");
     const std::vector<float> host = model.download_params();

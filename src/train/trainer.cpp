@@ -140,16 +140,19 @@ class Trainer {
   void disarm() {
     if (watchdog_) watchdog_->disarm();
   }
-  // In stream mode: every rank's columns of the carried state gathered into one global tensor
-  // (2 x layers x columns x hidden), for the checkpoint; and the reverse.
+  // In stream mode: every rank's columns of the carried state gathered into one global tensor (h: layers x
+  // columns x R, R the projection's width or hidden; then c: layers x columns x hidden), for the
+  // checkpoint; and the reverse.
   std::vector<float> gather_stream_state();
   void scatter_stream_state(const std::vector<float>& global);
-  int64_t state_elems() const { return int64_t{c_.model.layers} * local_columns_ * c_.model.hidden; }
+  // The width of the carried h (hc 0) and c (hc 1).
+  int64_t state_width(int hc) const { return hc == 0 ? model_->config().state_width() : c_.model.hidden; }
+  int64_t state_elems(int hc) const { return int64_t{c_.model.layers} * local_columns_ * state_width(hc); }
   int64_t bucket_elems() const {
     return std::max<int64_t>(1, static_cast<int64_t>(c_.bucket_mb * (1 << 20) / sizeof(float)));
   }
   // Where c starts after h in a state buffer: aligned, as cuDNN wants its state arguments.
-  int64_t c_offset() const { return align_elems(state_elems()); }
+  int64_t c_offset() const { return align_elems(state_elems(0)); }
 
   const TrainerConfig& c_;
   Topology& topo_;
@@ -279,7 +282,7 @@ void Trainer::setup() {
   on_device("the gradients", model_->grads());
   for (const auto& [name, tensor] : optimizer_->state()) on_device(cat("optimizer state ", name), *tensor);
   if (c_.batching == "stream") {
-    state_ = Tensor(*backend_, {2 * c_offset()});
+    state_ = Tensor(*backend_, {c_offset() + state_elems(1)});
     backend_->zero(state_.data(), state_.numel());
     on_device("the carried hidden state", state_);
   }
@@ -454,27 +457,32 @@ void Trainer::load_checkpoint(const std::string& path, bool resume) {
 }
 
 std::vector<float> Trainer::gather_stream_state() {
-  const int64_t L = c_.model.layers, H = c_.model.hidden, C = local_columns_ * topo_.world_size();
-  std::vector<float> local(state_.numel()), global(2 * L * C * H, 0.0f);
+  const int64_t L = c_.model.layers, C = local_columns_ * topo_.world_size();
+  std::vector<float> local(state_.numel()), global(size_t(L * C * (state_width(0) + state_width(1))), 0.0f);
   backend_->download(local.data(), state_.data(), local.size() * sizeof(float));
-  for (int64_t hc = 0; hc < 2; ++hc)
+  for (int hc = 0; hc < 2; ++hc) {
+    const int64_t W = state_width(hc), at = hc * L * C * state_width(0);
     for (int64_t l = 0; l < L; ++l)
-      std::copy_n(local.data() + hc * c_offset() + l * local_columns_ * H, local_columns_ * H,
-                  global.data() + ((hc * L + l) * C + first_column_) * H);
+      std::copy_n(local.data() + hc * c_offset() + l * local_columns_ * W, local_columns_ * W,
+                  global.data() + at + (l * C + first_column_) * W);
+  }
   // Each rank fills its own columns and zeros elsewhere, so the sum is exact.
   topo_.world->allreduce_sum(global.data(), static_cast<int64_t>(global.size()));
   return global;
 }
 
 void Trainer::scatter_stream_state(const std::vector<float>& global) {
-  const int64_t L = c_.model.layers, H = c_.model.hidden, C = local_columns_ * topo_.world_size();
-  if (static_cast<int64_t>(global.size()) != 2 * L * C * H)
-    throw InputError(cat("checkpoint stream state has ", global.size(), " values, expected ", 2 * L * C * H));
+  const int64_t L = c_.model.layers, C = local_columns_ * topo_.world_size();
+  const int64_t want = L * C * (state_width(0) + state_width(1));
+  if (static_cast<int64_t>(global.size()) != want)
+    throw InputError(cat("checkpoint stream state has ", global.size(), " values, expected ", want));
   std::vector<float> local(state_.numel());
-  for (int64_t hc = 0; hc < 2; ++hc)
+  for (int hc = 0; hc < 2; ++hc) {
+    const int64_t W = state_width(hc), at = hc * L * C * state_width(0);
     for (int64_t l = 0; l < L; ++l)
-      std::copy_n(global.data() + ((hc * L + l) * C + first_column_) * H, local_columns_ * H,
-                  local.data() + hc * c_offset() + l * local_columns_ * H);
+      std::copy_n(global.data() + at + (l * C + first_column_) * W, local_columns_ * W,
+                  local.data() + hc * c_offset() + l * local_columns_ * W);
+  }
   backend_->upload(state_.data(), local.data(), local.size() * sizeof(float));
 }
 

@@ -91,9 +91,6 @@ void check_config(const TrainerConfig& c) {
     throw InputError(cat("--select-by: unknown metric '", c.select_by, "' (loss, accuracy or macro-f1)"));
   if (c.model.bidirectional && c.task == "lm")
     throw InputError("--bidirectional: a language model would see the tokens it predicts (classify and tag only)");
-  if (c.model.proj > 0 && c.batching == "stream")
-    throw InputError("--proj-size with --batching stream: the carried state of a projected LSTM is not written yet "
-                     "(use --batching packed)");
   if (c.model.bidirectional && c.batching == "stream")
     throw InputError("--bidirectional does not apply to --batching stream (a language model's mode)");
   if (!(c.optimizer.lr > 0)) throw InputError(cat("--lr must be positive (got ", c.optimizer.lr, ")"));

@@ -111,9 +111,19 @@ rc=$?
 "$BUILD/rnn_dist" train $A --batch-size 12 --proj-size 32 > out 2> err
 [ $? -eq 2 ] && grep -q "^rnn_dist: error: --proj-size 32: must be below --hidden 32" err && ok "--proj-size >= --hidden is refused" \
   || bad "--proj-size 32: $(cat err)"
-"$BUILD/rnn_dist" train $A $S --batch-size 12 --proj-size 8 > out 2> err
-[ $? -eq 2 ] && grep -q "^rnn_dist: error: --proj-size with --batching stream" err && ok "--proj-size in stream mode is refused in one line" \
-  || bad "--proj-size stream: $(cat err)"
+# Stream mode carries a projected state: h P wide, c H wide, in the checkpoint too (3 ranks = 1 rank; a
+# resume after 10 steps = 20 steps, bitwise).
+PS="$A $S --proj-size 8"
+"$BUILD/rnn_dist" train $PS --batch-size 12 --checkpoint-dir ps1 > log.ps1 2>&1 || bad "stream proj: $(tail -1 log.ps1)"
+mpirun --oversubscribe -np 3 "$BUILD/rnn_dist" train $PS --batch-size 4 --checkpoint-dir ps3 > log.ps3 2>&1 \
+  || bad "stream proj, 3 ranks: $(tail -1 log.ps3)"
+same_params ps1/step-00000020.h5 ps3/step-00000020.h5 "stream mode with a projection, 3 ranks vs 1"
+"$BUILD/rnn_dist" train $PS --batch-size 12 --max-steps 10 --checkpoint-dir psr > log.psr 2>&1
+"$BUILD/rnn_dist" train $PS --batch-size 12 --checkpoint-dir psr --resume > log.psr 2>&1 \
+  && h5diff ps1/step-00000020.h5 psr/step-00000020.h5 /model > /dev/null \
+  && [ "$(h5dump -H -d /stream_state ps1/step-00000020.h5 | grep -c 'DATASPACE  SIMPLE { ( 960 )')" = 1 ] \
+  && ok "stream mode with a projection: resume bitwise; /stream_state holds 2 layers x 12 columns x (8 + 32) values" \
+  || bad "stream proj resume: $(tail -1 log.psr); $(h5dump -H -d /stream_state ps1/step-00000020.h5 | grep DATASPACE)"
 "$BUILD/rnn_dist" train $M --hidden 32 --max-steps 20 --batch-size 12 --checkpoint-dir h1-tied --resume > out 2> err
 [ $? -eq 2 ] && grep -q "tied embeddings) differs from the command line's" err && ok "--resume with another head is refused" \
   || bad "--resume with another head: $(cat err)"
