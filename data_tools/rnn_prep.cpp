@@ -184,6 +184,18 @@ std::optional<Options> parse_options(int argc, char** argv) {
   if (sp && !o.vocab_from.empty() && (!o.sp_model.empty() || vm.count("sp-vocab-size")))
     throw InputError("--vocab-from: the file's sentencepiece model is reused; --sp-model and --sp-vocab-size do not apply");
   if (o.sp_input_sentences < 1) throw InputError("--sp-input-sentences: must be at least 1");
+  // A given model is used as it is: the training options, and the count-based vocabulary's, do not apply.
+  for (const char* opt : {"sp-type", "sp-character-coverage", "sp-input-sentences"})
+    if (sp && !o.sp_model.empty() && !vm[opt].defaulted())
+      throw InputError(cat("--", opt, ": trains a model; --sp-model ", o.sp_model, " is used as it is"));
+  for (const char* opt : {"min-count", "max-vocab"})
+    if (sp && !vm[opt].defaulted())
+      throw InputError(cat("--", opt, ": the sentencepiece vocabulary is its model's (--sp-vocab-size sets its size)"));
+  if (sp && o.sp.type != "unigram" && o.sp.type != "bpe") throw InputError(cat("--sp-type ", o.sp.type, ": unigram or bpe"));
+  if (sp && vm.count("sp-vocab-size") && o.sp.vocab_size <= kNumReserved)
+    throw InputError(cat("--sp-vocab-size ", o.sp.vocab_size, ": must exceed the ", kNumReserved, " reserved tokens"));
+  if (sp && !(o.sp.character_coverage > 0 && o.sp.character_coverage <= 1))
+    throw InputError(cat("--sp-character-coverage ", o.sp.character_coverage, ": must be in (0, 1]"));
   if (o.records.separator.empty() || o.records.separator.find('\n') != std::string::npos)
     throw InputError("--record-sep: must be a non-empty single line");
   if (o.min_count < 1) throw InputError(cat("--min-count: must be at least 1, got ", o.min_count));

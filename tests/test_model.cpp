@@ -423,6 +423,12 @@ TEST(Model, TiedAndAdaptiveHeadsNamesAndShapes) {
                                      {"out.tail.1.0.weight", {2, 8}},
                                      {"out.tail.1.1.weight", {6, 2}}}));
   EXPECT_EQ(head_name(adaptive.config()), "adaptive softmax (cutoffs 3,7, div-value 2)");
+  // Cluster widths as PyTorch's float floor division gives them: 650 // 1.3 is 499 (650 / 1.3 rounds to 500).
+  ModelConfig odd = adaptive_config();
+  odd.hidden = 650;
+  odd.cutoffs = {3};
+  odd.div_value = 1.3;
+  EXPECT_EQ(Model(*backend, odd).param_slices().back().shape, (std::vector<int64_t>{13 - 3, 499}));
   EXPECT_EQ(head_name(tied.config()), "full softmax, tied embeddings");
   // nn.Linear's initialisation of each head matrix: U(-1/sqrt(in), 1/sqrt(in)); the tied matrix as out.weight's.
   adaptive.init(4);
@@ -475,6 +481,7 @@ TEST(Model, TiedAndAdaptiveRefusals) {
   EXPECT_THROW(parse_cutoffs("3,,7", "x"), InputError);
   EXPECT_THROW(parse_cutoffs("7,3", "x"), InputError);
   EXPECT_THROW(parse_cutoffs("", "x"), InputError);
+  EXPECT_THROW(parse_cutoffs("2000,", "x"), InputError);
 }
 
 TEST(Model, TiedAndAdaptiveGradientsMatchFiniteDifferences) {

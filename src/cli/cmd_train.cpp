@@ -31,7 +31,7 @@ po::options_description train_options(TrainerConfig& o) {
       ("tie-embeddings", po::bool_switch(&o.model.tie_embeddings), "lm: the output layer's weight is the embedding matrix (one tensor; needs --embed equal to --hidden)")
       ("softmax", po::value(&o.softmax)->default_value("full"), "lm: full, or adaptive (torch.nn.AdaptiveLogSoftmaxWithLoss: a head over the first --cutoffs ids and one cluster per further range, each through a narrower projection)")
       ("cutoffs", po::value(&o.cutoffs), "--softmax adaptive: C1,C2,... increasing ids below the vocabulary size where the clusters start (the vocabulary is sorted by count)")
-      ("div-value", po::value(&o.div_value)->default_value(0, "4"), "--softmax adaptive: cluster i's projection is hidden / div-value^(i+1) wide")
+      ("div-value", po::value(&o.div_value)->default_value(4, "4"), "--softmax adaptive: cluster i's projection is hidden / div-value^(i+1) wide")
       ("select-by", po::value(&o.select_by)->default_value("loss"), "the validation metric that picks best.h5 in --checkpoint-dir and drives --lr-schedule plateau: loss, or for classify and tag accuracy or macro-f1")
       ("batch-size", po::value(&o.batch.batch_size)->default_value(32), "sequences per rank and step")
       ("batch-tokens", po::value(&o.batch.batch_tokens)->default_value(0), "input tokens per rank and step (overrides --batch-size)")

@@ -4,11 +4,13 @@
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
 
+#include <algorithm>
 #include <string>
 #include <unordered_map>
 
 #include "rnn_dist/data/dataset.h"
 #include "rnn_dist/util/error.h"
+#include "rnn_dist/util/number.h"
 
 namespace rnn_dist {
 namespace {
@@ -152,12 +154,17 @@ std::string train_sentencepiece(const std::vector<std::string>& sentences, const
     sentencepiece::util::Status status() const override { return {}; }
   } it(sentences);
   // The reserved tokens at their own ids, so that the model's ids are the file's; rnn_prep has sampled
-  // the sentences already (input_sentence_size 0: use them all); a quiet log.
+  // the sentences already (input_sentence_size 0: use them all), and every one of them is read however
+  // long (SentencePiece skips sentences over max_sentence_length, 4192 bytes by default: whole records,
+  // documents or files would be dropped unseen); a quiet log.
+  size_t longest = 4192;
+  for (const std::string& s : sentences) longest = std::max(longest, s.size());
   const std::unordered_map<std::string, std::string> args = {
       {"model_type", t.type},
       {"vocab_size", std::to_string(t.vocab_size)},
-      {"character_coverage", std::to_string(t.character_coverage)},
+      {"character_coverage", shortest(t.character_coverage)},
       {"input_sentence_size", "0"},
+      {"max_sentence_length", std::to_string(longest)},
       {"pad_id", "0"},
       {"bos_id", "1"},
       {"eos_id", "2"},

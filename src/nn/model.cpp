@@ -24,6 +24,19 @@ void ensure(Buffer& b, Backend& backend, size_t bytes) {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+// Python's float a // b, as PyTorch sizes the adaptive softmax's clusters (int(in_features // div_value **
+// (i + 1))): CPython's float_floor_div, which differs from floor(a / b) where a / b rounds up to an integer
+// (650 // 1.3 is 499, floor(650 / 1.3) 500).
+double python_floor_div(double a, double b) {
+  double mod = std::fmod(a, b);
+  double div = (a - mod) / b;
+  if (mod != 0 && ((b < 0) != (mod < 0))) div -= 1.0;
+  if (div == 0) return std::copysign(0.0, a / b);
+  double floordiv = std::floor(div);
+  if (div - floordiv > 0.5) floordiv += 1.0;
+  return floordiv;
+}
+
 // x[0, n) -= log(sum(exp(x))), the sum in double.
 void log_softmax(float* x, int64_t n) {
   const float mx = *std::max_element(x, x + n);
@@ -58,6 +71,7 @@ std::vector<int64_t> parse_cutoffs(const std::string& text, const std::string& w
     out.push_back(v);
   }
   if (out.empty()) throw InputError(cat(what, ": no cutoff given"));
+  if (text.back() == ',') throw InputError(cat(what, ": ends with a comma (want C1,C2,..., increasing)"));
   return out;
 }
 
@@ -205,13 +219,11 @@ Model::Model(Backend& backend, const ModelConfig& config, int64_t logits_block_e
     if (!(config.div_value > 0)) throw InputError(cat("--div-value ", config.div_value, ": must be positive"));
     head_outputs_ = c[0] + static_cast<int64_t>(c.size());
     out_w_offset_ = add("out.head.weight", {head_outputs_, F});
-    double width = double(F);
     for (size_t i = 0; i < c.size(); ++i) {
       Cluster k;
       k.begin = c[i];
       k.end = i + 1 < c.size() ? c[i + 1] : V;
-      width /= config.div_value;
-      k.hidden = static_cast<int>(std::floor(width));  // PyTorch's int(in_features // div_value ** (i + 1))
+      k.hidden = static_cast<int>(python_floor_div(double(F), std::pow(config.div_value, double(i + 1))));
       if (k.hidden < 1)
         throw InputError(cat("--div-value ", config.div_value, ": cluster ", i, "'s projection would be ", F, " / ",
                              config.div_value, "^", i + 1, " < 1 wide (lower --div-value or use fewer --cutoffs)"));

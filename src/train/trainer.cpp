@@ -260,7 +260,7 @@ void Trainer::setup() {
     throw InputError(cat("--pool: applies to classifiers, and ", c_.train, " holds ", task_name(task), " data"));
   mc.pool = c_.pool.empty() ? Pool::last : parse_pool(c_.pool);
   mc.cutoffs = cutoffs_of(c_);
-  mc.div_value = div_value_of(c_);
+  mc.div_value = c_.div_value;
   model_ = std::make_unique<Model>(*backend_, mc);
   model_->init(c_.seed);
   // Overlap pays where there is something to overlap (gradients of more than one bucket) and where the

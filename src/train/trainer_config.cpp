@@ -61,8 +61,6 @@ std::vector<int64_t> cutoffs_of(const TrainerConfig& c) {
   return c.softmax == "adaptive" ? parse_cutoffs(c.cutoffs, cat("--cutoffs ", c.cutoffs)) : std::vector<int64_t>{};
 }
 
-double div_value_of(const TrainerConfig& c) { return c.div_value > 0 ? c.div_value : 4.0; }
-
 void check_config(const TrainerConfig& c) {
   check_run_options(c);
   positive("embed", c.model.embed);
@@ -81,9 +79,9 @@ void check_config(const TrainerConfig& c) {
     throw InputError(cat("--softmax: unknown kind '", c.softmax, "' (full or adaptive)"));
   if (c.softmax == "adaptive" && c.cutoffs.empty())
     throw InputError("--softmax adaptive needs --cutoffs C1,C2,... (the ids where its clusters start)");
-  if (c.softmax == "full" && (!c.cutoffs.empty() || c.div_value != 0))
+  if (c.softmax == "full" && (!c.cutoffs.empty() || c.div_value != 4))
     throw InputError(cat(c.cutoffs.empty() ? "--div-value" : "--cutoffs", ": applies to --softmax adaptive only"));
-  if (c.div_value < 0) throw InputError(cat("--div-value ", c.div_value, ": must be positive"));
+  if (!(c.div_value > 0)) throw InputError(cat("--div-value ", c.div_value, ": must be positive"));
   cutoffs_of(c);
   if (c.schedule.kind == "plateau" && c.valid.empty())
     throw InputError("--lr-schedule plateau: decays when a validation does not improve, so it needs --valid");

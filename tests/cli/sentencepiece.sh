@@ -19,6 +19,13 @@ prep --output-dir bpe --tokenizer sentencepiece --sp-vocab-size 300 --sp-type bp
 "$BUILD/rnn_dist" info bpe/train.h5 | grep -q "sentencepiece (bpe model, 300 entries" && ok "--sp-type bpe" \
   || bad "bpe: $("$BUILD/rnn_dist" info bpe/train.h5 | grep tokenizer)"
 
+# Records longer than SentencePiece's default limit of 4192 bytes (whole documents) are trained on too:
+# 16 records of about 35 kB each.
+grep -v '^%$' corpus.txt | awk '{ print } NR % 700 == 0 { print "%" }' > long.txt
+"$BUILD/rnn_prep" --input long.txt --format records --valid-fraction 0 -q --output-dir long --tokenizer sentencepiece \
+  --sp-vocab-size 200 > log.long 2>&1 && "$BUILD/rnn_dist" info long/train.h5 | grep -q "sentencepiece (unigram model, 200 entries" \
+  && ok "records of about 35 kB train a model (SentencePiece would skip them)" || bad "long records: $(tail -1 log.long)"
+
 # Python's sentencepiece, given the file's own model: decoding a sequence and encoding the text again
 # gives the file's ids (a model rnn_prep trains keeps <pad>, <s>, </s>, <unk> at 0-3, so its ids are the
 # file's), for every sequence of valid.h5 without an <unk> (which decodes to " ⁇ ", not to its text);
@@ -130,4 +137,9 @@ refused "neither a model nor a size" "give --sp-model FILE (an existing model) o
 refused "both a model and a size" "--sp-model and --sp-vocab-size: an existing model or a new one, not both" \
   --tokenizer sentencepiece --sp-model m.model --sp-vocab-size 100
 refused "a bad type" "--sp-type word: unigram or bpe" --tokenizer sentencepiece --sp-vocab-size 100 --sp-type word
+refused "a training option with a given model" "--sp-type: trains a model; --sp-model m.model is used as it is" \
+  --tokenizer sentencepiece --sp-model m.model --sp-type bpe
+refused "a count-based vocabulary option" "--max-vocab: the sentencepiece vocabulary is its model's" \
+  --tokenizer sentencepiece --sp-vocab-size 100 --max-vocab 50
+refused "too small a vocabulary" "--sp-vocab-size 4: must exceed the 4 reserved tokens" --tokenizer sentencepiece --sp-vocab-size 4
 finish

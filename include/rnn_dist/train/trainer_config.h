@@ -24,7 +24,7 @@ struct TrainerConfig {
   std::string pool;                // --pool (classify; empty: not given, which is last)
   std::string softmax = "full";    // --softmax: full or adaptive (lm), with --cutoffs and --div-value
   std::string cutoffs;             // --cutoffs C1,C2,...: the adaptive softmax's (ModelConfig::cutoffs)
-  double div_value = 0;            // --div-value (0: not given, which is 4)
+  double div_value = 4;            // --div-value
   std::string select_by = "loss";  // --select-by: the validation metric of best.h5 and the plateau schedule
   BatchingConfig batch;
   int64_t bptt = 35;  // stream mode: target tokens per column and step
@@ -45,9 +45,8 @@ struct TrainerConfig {
 
 // Throws InputError naming the option when a value is out of range or values contradict each other.
 void check_config(const TrainerConfig& config);
-// The model's head from --softmax, --cutoffs and --div-value (checked by check_config).
+// The adaptive softmax's cutoffs from --softmax and --cutoffs (checked by check_config; empty: full).
 std::vector<int64_t> cutoffs_of(const TrainerConfig& config);
-double div_value_of(const TrainerConfig& config);
 // The part of check_config about how the job runs (threads, batching, device, all-reduce), which
 // `rnn_dist check` validates too; it has no side effects.
 void check_run_options(const TrainerConfig& config);
