@@ -386,50 +386,26 @@ size_t lstm_inference_workspace_elems(int64_t rows, int batch, int hidden, int p
 
 namespace {
 
+// Each sequence's final state sits at the row of its own last step: hn (B x R) from y's columns [q0, q1),
+// cn (B x H) from the cells' [j0, j1) (each null: not wanted).
+template <class T>
+void copy_final_states(const Packing& packing, const T* y, int R, int q0, int q1, const T* cell, int H, int j0,
+                       int j1, T* hn, T* cn) {
+  for (int b = 0; b < packing.batch(); ++b) {
+    const int64_t r = packing.row(packing.lengths[b] - 1, b);
+    if (hn != nullptr) std::copy(y + r * R + q0, y + r * R + q1, hn + static_cast<int64_t>(b) * R + q0);
+    if (cn != nullptr) std::copy(cell + r * H + j0, cell + r * H + j1, cn + static_cast<int64_t>(b) * H + j0);
+  }
+}
+
 // Output columns of the projection go to members in multiples of 16: OpenBLAS 0.3.21's small-matrix
 // kernel for a non-transposed product mallocs a buffer on every call whose N is not a multiple of 16,
 // which a step of dL/dh_{t-1} = dG_t W_hh[:, p0:p1] would then do every time step.
 constexpr int64_t kProjColumns = 16;
 
-// The layer with a projection (nn.LSTM(proj_size=P)). Members own hidden units [j0, j1) for the gates and
-// the cell, as without one, and output columns [p0, p1) of h_t = m_t W_hr^T: a step has two barriers, one
-// when m_t is complete for the projection, one when h_t is complete for the next step's recurrent product.
-template <class T>
-void lstm_proj_forward(const Packing& packing, const LstmLayerParams<T>& p, const T* x, const T* h0, const T* c0,
-                       T* y, T* hn, T* cn, LstmLayerCache<T> cache, Team* team) {
-  const int H = p.hidden, P = p.proj, I = p.input, B = packing.batch();
-  const int rows = blas_dim(packing.rows());
-  parallel(team, [&](int m, int members) {
-    const auto [j0, j1] = int_share(H, members, m, kLanes);
-    const auto [p0, p1] = int_share(P, members, m, kProjColumns);
-    gate_gemm<T>(rows, H, j0, j1, I, x, p.w_ih, T(0), cache.gates);
-    for (int t = 0; t < packing.steps(); ++t) {
-      const int bt = packing.batch_sizes[t];
-      const int64_t off = packing.step_offset[t];
-      const T* h_prev = t > 0 ? y + packing.step_offset[t - 1] * P : h0;
-      if (h_prev != nullptr) {
-        gate_gemm<T>(bt, H, j0, j1, P, h_prev, p.w_hh, T(1), cache.gates + off * 4 * H);
-        copy_cols(h_prev, bt, P, p0, p1, cache.h_prev + off * P);
-      } else {
-        for (int b = 0; b < bt; ++b) std::fill(cache.h_prev + (off + b) * P + p0, cache.h_prev + (off + b) * P + p1, T(0));
-      }
-      const T* c_prev = t > 0 ? cache.cell + packing.step_offset[t - 1] * H : c0;
-      cell_forward(bt, H, j0, j1, cache.gates + off * 4 * H, p.b_ih, p.b_hh, c_prev, cache.cell + off * H,
-                   cache.m + off * H, true);
-      sync(team);
-      gemm<T>(false, true, bt, p1 - p0, H, T(1), cache.m + off * H, H, p.w_hr + int64_t{p0} * H, H, T(0),
-              y + off * P + p0, P);
-      sync(team);
-    }
-    for (int b = 0; b < B; ++b) {
-      const int64_t r = packing.row(packing.lengths[b] - 1, b);
-      if (hn != nullptr) std::copy(y + r * P + p0, y + r * P + p1, hn + static_cast<int64_t>(b) * P + p0);
-      if (cn != nullptr)
-        std::copy(cache.cell + r * H + j0, cache.cell + r * H + j1, cn + static_cast<int64_t>(b) * H + j0);
-    }
-  });
-}
-
+// The layer with a projection (nn.LSTM(proj_size=P)) goes through lstm_layer_forward too, and backward
+// through lstm_proj_backward: members own hidden units [j0, j1) for the gates and the cell, as without
+// one, and output columns [p0, p1) of h_t = m_t W_hr^T.
 // Its backward pass, a step at a time from the last: dL/dm_t = dL/dh_t W_hr (units, once dL/dh_t is
 // complete), the cell's gate gradients (units), a barrier, dL/dh_{t-1} = dG_t W_hh plus dy_{t-1}
 // (output columns), a barrier. dW_hr is one GEMM at the end over every row's dL/dh_t, kept in dh_all.
@@ -493,16 +469,19 @@ void lstm_proj_backward(const Packing& packing, const LstmLayerParams<T>& p, con
 
 // Each member owns hidden units [j0, j1) (in every gate block) for the whole pass: it computes their input
 // projection, their recurrent pre-activations and their cell update, so members meet only once a step,
-// when h_t is complete for the next step's recurrent product.
+// when h_t is complete for the next step's recurrent product. With a projection, the cell writes
+// m_t = o_t * tanh(c_t) to the cache, and a second meeting completes it before each member projects its
+// output columns [q0, q1) of h_t = m_t W_hr^T.
 template <class T>
 void lstm_layer_forward(const Packing& packing, const LstmLayerParams<T>& p, const T* x, Nullable<const T> h0,
                         Nullable<const T> c0, T* y, Nullable<T> hn, Nullable<T> cn, LstmLayerCache<T> cache,
                         Team* team) {
-  if (p.proj > 0) return lstm_proj_forward<T>(packing, p, x, h0, c0, y, hn, cn, cache, team);
-  const int H = p.hidden, I = p.input, B = packing.batch();
+  const int H = p.hidden, R = p.out(), I = p.input;
+  const bool proj = p.proj > 0;
   const int rows = blas_dim(packing.rows());
   parallel(team, [&](int m, int members) {
     const auto [j0, j1] = int_share(H, members, m, kLanes);
+    const auto [q0, q1] = proj ? int_share(R, members, m, kProjColumns) : std::pair{j0, j1};
     // Input projection of every step at once; the biases are added in the cell update.
     gate_gemm<T>(rows, H, j0, j1, I, x, p.w_ih, T(0), cache.gates);
     for (int t = 0; t < packing.steps(); ++t) {
@@ -510,25 +489,23 @@ void lstm_layer_forward(const Packing& packing, const LstmLayerParams<T>& p, con
       const int64_t off = packing.step_offset[t];
       // h_{t-1} of the active sequences is a prefix of the previous step's rows (or h0); a zero h0
       // contributes nothing. cache.h_prev keeps it row by row for the single dW_hh GEMM of backward.
-      const T* h_prev = t > 0 ? y + packing.step_offset[t - 1] * H : h0;
+      const T* h_prev = t > 0 ? y + packing.step_offset[t - 1] * R : h0;
       if (h_prev != nullptr) {
-        gate_gemm<T>(bt, H, j0, j1, H, h_prev, p.w_hh, T(1), cache.gates + off * 4 * H);
-        copy_cols(h_prev, bt, H, j0, j1, cache.h_prev + off * H);
+        gate_gemm<T>(bt, H, j0, j1, R, h_prev, p.w_hh, T(1), cache.gates + off * 4 * H);
+        copy_cols(h_prev, bt, R, q0, q1, cache.h_prev + off * R);
       } else {
-        for (int b = 0; b < bt; ++b) std::fill(cache.h_prev + (off + b) * H + j0, cache.h_prev + (off + b) * H + j1, T(0));
+        for (int b = 0; b < bt; ++b) std::fill(cache.h_prev + (off + b) * R + q0, cache.h_prev + (off + b) * R + q1, T(0));
       }
       const T* c_prev = t > 0 ? cache.cell + packing.step_offset[t - 1] * H : c0;
       cell_forward(bt, H, j0, j1, cache.gates + off * 4 * H, p.b_ih, p.b_hh, c_prev, cache.cell + off * H,
-                   y + off * H, true);
+                   proj ? cache.m + off * H : y + off * H, true);
+      sync(team);
+      if (!proj) continue;
+      gemm<T>(false, true, bt, q1 - q0, H, T(1), cache.m + off * H, H, p.w_hr + int64_t{q0} * H, H, T(0),
+              y + off * R + q0, R);
       sync(team);
     }
-    // Each sequence's final state sits at the row of its own last step.
-    for (int b = 0; b < B; ++b) {
-      const int64_t r = packing.row(packing.lengths[b] - 1, b);
-      if (hn != nullptr) std::copy(y + r * H + j0, y + r * H + j1, hn + static_cast<int64_t>(b) * H + j0);
-      if (cn != nullptr)
-        std::copy(cache.cell + r * H + j0, cache.cell + r * H + j1, cn + static_cast<int64_t>(b) * H + j0);
-    }
+    copy_final_states(packing, y, R, q0, q1, cache.cell, H, j0, j1, hn, cn);
   });
 }
 
@@ -536,8 +513,8 @@ template <class T>
 void lstm_layer_inference(const Packing& packing, const LstmLayerParams<T>& p, const T* x, Nullable<const T> h0,
                           Nullable<const T> c0, T* y, Nullable<T> hn, Nullable<T> cn, T* workspace, Team* team) {
   if (p.proj > 0)  // the training pass into a cache in the workspace, which inference then drops
-    return lstm_proj_forward<T>(packing, p, x, h0, c0, y, hn, cn,
-                                lstm_cache_view(workspace, packing.rows(), p.hidden, p.proj), team);
+    return lstm_layer_forward<T>(packing, p, x, h0, c0, y, hn, cn,
+                                 lstm_cache_view(workspace, packing.rows(), p.hidden, p.proj), team);
   const int H = p.hidden, G = 4 * H, I = p.input, B = packing.batch();
   const int64_t chunk = inference_chunk_rows(packing.rows(), B);
   T* gates = workspace;         // chunk x 4H: pre-activations of the steps in the current chunk
