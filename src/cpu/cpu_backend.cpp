@@ -332,8 +332,15 @@ class CpuBackend final : public Backend {
     double part[cpu::Team::kMaxSize] = {};
     team_.run([&](int m) {
       const auto [i0, i1] = cpu::share(n, team_.size(), m);
+      // Eight running sums, so that the adds do not wait for each other (one chain of double adds ran at
+      // a quarter of the memory's speed: 18% of an adaptive-softmax step); added in a fixed order.
+      double s8[8] = {};
+      int64_t i = i0;
+      for (; i + 8 <= i1; i += 8)
+        for (int k = 0; k < 8; ++k) s8[k] += double{x[i + k]} * x[i + k];
       double s = 0;
-      for (int64_t i = i0; i < i1; ++i) s += double{x[i]} * x[i];
+      for (; i < i1; ++i) s += double{x[i]} * x[i];
+      for (double v : s8) s += v;
       part[m] = s;
     });
     double s = 0;
