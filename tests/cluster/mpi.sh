@@ -79,12 +79,13 @@ same_answer "mpirun -np 8 over 4 nodes x 2 ranks, hierarchical" one-packed/step-
 grep -q "rnn_dist train: 8 rank(s)" eight.out && ok "8 ranks over 4 nodes" || bad "8 ranks: $(head -3 eight.out)"
 
 # cluster.sh shape: node2's link at 50 Mbit/s bounds a 4 MB all-reduce between the nodes (bus bandwidth
-# at most 1.1x the link's 6.25 MB/s), and the limit comes off again (then well above it).
+# at most 1.25x the link's 6.25 MB/s: 2 timed iterations with tbf's burst measured 0.005-0.007 GB/s, the
+# upper end once in a loaded full run), and the limit comes off again (then far above it).
 cp "$BUILD/bench/allreduce_bench" "$BIN/"
 busbw() { mpi h22 4 "$BIN/allreduce_bench" --min-bytes 4194304 --max-bytes 4194304 --iters 2 | awk '$3 == "flat" && $1 == 4194304 { print $6 }'; }
 bash "$CLUSTER" shape "$D" node2 50mbit && shaped=$(busbw)
 bash "$CLUSTER" shape "$D" node2 off && free=$(busbw)
-awk -v s="$shaped" -v f="$free" 'BEGIN { link = 50e6 / 8 / 1e9; exit !(s != "" && s <= 1.1 * link && f > 5 * link) }' \
+awk -v s="$shaped" -v f="$free" 'BEGIN { link = 50e6 / 8 / 1e9; exit !(s != "" && s <= 1.25 * link && f > 5 * link) }' \
   && ok "shape 50mbit: 4 MB all-reduce at $shaped GB/s bus bandwidth (link 0.00625); unshaped $free GB/s" \
   || bad "shape: bus bandwidth shaped '$shaped', unshaped '$free' GB/s (link 0.00625)"
 bash "$CLUSTER" shape "$D" node2 9xyz 2> err && bad "shape accepted the rate 9xyz" \
