@@ -67,7 +67,6 @@ std::vector<int64_t> parse_cutoffs(const std::string& text, const std::string& w
     const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
     if (item.empty() || ec != std::errc() || end != item.data() + item.size())
       throw InputError(cat(what, ": '", item, "' is not an integer (want C1,C2,..., increasing)"));
-    if (!out.empty() && v <= out.back()) throw InputError(cat(what, ": ", v, " after ", out.back(), " (must be increasing)"));
     out.push_back(v);
   }
   if (out.empty()) throw InputError(cat(what, ": no cutoff given"));
@@ -186,7 +185,7 @@ Model::Model(Backend& backend, const ModelConfig& config, int64_t logits_block_e
                      "words, so it cannot be the embedding matrix (use one or the other)");
   if (config.tie_embeddings && E != F)
     throw InputError(cat("--tie-embeddings: the embedding is ", E, " wide (--embed) but the output layer reads ", F,
-                         " features (--hidden): they must be equal"));
+                         config.proj > 0 ? " features (--proj-size)" : " features (--hidden)", ": they must be equal"));
   if (config.proj < 0 || config.proj >= config.hidden)
     throw InputError(cat("--proj-size ", config.proj, ": must be below --hidden ", config.hidden,
                          " (as nn.LSTM's proj_size; 0: no projection)"));
@@ -240,7 +239,6 @@ Model::Model(Backend& backend, const ModelConfig& config, int64_t logits_block_e
   }
   logits_block_elems_ = logits_block_elems > 0 ? logits_block_elems : backend.logits_block_elems();
   min_block_rows_ = logits_block_elems > 0 ? 1 : 256;
-  logits_block_rows_ = rows_per_block(O);
   params_ = Tensor(backend, {end});
   grads_ = Tensor(backend, {end});
   backend.zero(params_.data(), end);
@@ -522,11 +520,11 @@ double Model::adaptive_loss(const float* feat, int64_t rows, const std::vector<i
 
 void Model::head_log_probs(const float* feat, int64_t rows, float* out) {
   const int F = static_cast<int>(config_.features());
-  const int64_t O = config_.outputs();
+  const int64_t O = config_.outputs(), block = rows_per_block(O);  // rows x outputs holds every part
   if (!config_.adaptive()) {
     const float* bias = out_b_offset_ >= 0 ? param(out_b_offset_) : nullptr;
-    for (int64_t r0 = 0; r0 < rows; r0 += logits_block_rows_) {
-      const int64_t n = std::min(logits_block_rows_, rows - r0);
+    for (int64_t r0 = 0; r0 < rows; r0 += block) {
+      const int64_t n = std::min(block, rows - r0);
       logits_.resize({n, O});
       backend_.linear_forward(feat + r0 * F, n, F, param(out_w_offset_), bias, static_cast<int>(O), logits_.data());
       backend_.download(out + r0 * O, logits_.data(), n * O * sizeof(float));
@@ -538,8 +536,8 @@ void Model::head_log_probs(const float* feat, int64_t rows, float* out) {
   // log-softmax at t - begin for the ids of cluster k (AdaptiveLogSoftmaxWithLoss.log_prob).
   const int Hd = static_cast<int>(head_outputs_);
   const int64_t C0 = config_.cutoffs[0];
-  for (int64_t r0 = 0; r0 < rows; r0 += logits_block_rows_) {  // a block of rows x vocabulary holds every part
-    const int64_t n = std::min(logits_block_rows_, rows - r0);
+  for (int64_t r0 = 0; r0 < rows; r0 += block) {
+    const int64_t n = std::min(block, rows - r0);
     const float* x = feat + r0 * F;
     float* o = out + r0 * O;
     logits_.resize({n, Hd});

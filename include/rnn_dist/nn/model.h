@@ -47,7 +47,8 @@ struct ModelConfig {
 // A language model's output layer in words, as `info` prints it and a resume compares it: "full softmax",
 // "full softmax, tied embeddings" or "adaptive softmax (cutoffs 2000,10000, div-value 4)".
 std::string head_name(const ModelConfig& config);
-// Cutoffs as text, "2000,10000", and back (InputError starting with `what` unless increasing integers).
+// Cutoffs as text, "2000,10000", and back (InputError starting with `what` unless integers; Model checks
+// that they increase and lie inside the vocabulary).
 std::string cutoffs_text(const std::vector<int64_t>& cutoffs);
 std::vector<int64_t> parse_cutoffs(const std::string& text, const std::string& what);
 
@@ -182,7 +183,7 @@ class Model {
   std::vector<Cluster> clusters_;
   // Logits computed at once: about logits_block_elems_, in at least min_block_rows_ rows (the backend's
   // block keeps 256, so that huge vocabularies still make efficient GEMMs; a test's may go down to 1).
-  int64_t logits_block_elems_ = 0, min_block_rows_ = 1, logits_block_rows_ = 0;
+  int64_t logits_block_elems_ = 0, min_block_rows_ = 1;
   int64_t rows_per_block(int64_t width) const {
     return std::max<int64_t>(min_block_rows_, logits_block_elems_ / width);
   }
