@@ -31,7 +31,9 @@
 #include "rnn_dist/dist/watchdog.h"
 #include "rnn_dist/nn/backend.h"
 #include "rnn_dist/train/batch_plan.h"
+#include "rnn_dist/train/checkpoint.h"
 #include "rnn_dist/train/fault_injection.h"
+#include "rnn_dist/train/memory_plan.h"
 #include "rnn_dist/train/trainer_config.h"
 #include "rnn_dist/util/error.h"
 
@@ -42,28 +44,14 @@ namespace {
 
 // train's options that the checks read, in train's own configuration (validated by the same function).
 struct CheckOptions {
-  std::string config;
   TrainerConfig run;
   bool full = false;  // read every token of the data files
 };
 
+// train's options (so that check sees the run it is given), and --full.
 po::options_description check_options(CheckOptions& o) {
-  po::options_description d("rnn_dist check options (the names and defaults of rnn_dist train)");
-  d.add_options()("help,h", "print this help and exit")
-      ("config", po::value(&o.config), "train's configuration file (key = value lines): the options below are read from it, other keys are ignored; the command line wins")
-      ("train", po::value(&o.run.train), "training sequence file: readable from every rank, enough sequences for one global batch")
-      ("valid", po::value(&o.run.valid), "validation sequence file: readable from every rank, same vocabulary")
-      ("full", po::bool_switch(&o.full), "also read every token of --train and --valid (the ranks share the work) and check each id, which training does only as it goes")
-      ("batch-size", po::value(&o.run.batch.batch_size)->default_value(32), "sequences per rank and step")
-      ("batch-tokens", po::value(&o.run.batch.batch_tokens)->default_value(0), "target tokens per rank and step (overrides --batch-size)")
-      ("batching", po::value(&o.run.batching)->default_value("packed"), "packed (the sequence count is checked against the global batch) or stream")
-      ("accumulate", po::value(&o.run.accumulate)->default_value(1), "micro-batches per step, as in train (the global batch is --accumulate times larger)")
-      ("checkpoint-dir", po::value(&o.run.checkpoint_dir), "writable from rank 0 and visible from every rank")
-      ("threads", po::value(&o.run.threads)->default_value(1), "CPU threads per rank, checked against the cores each rank may use")
-      ("device", po::value(&o.run.device)->default_value("auto"), "auto (a GPU per rank when there are GPUs), cpu or cuda: the GPU checks follow it")
-      ("allreduce", po::value(&o.run.allreduce)->default_value("flat"), "flat or hierarchical")
-      ("comm-timeout", po::value(&o.run.comm_timeout)->default_value(300), "seconds the MPI all-reduce check and the set-up, sums and shutdown of the NCCL communicators may take before the job ends with one message naming the rank and host, instead of hanging")
-      ("ranks-per-node", po::value(&o.run.ranks_per_node)->default_value(0), "group consecutive ranks into nodes (0 = detect; default from RNN_DIST_RANKS_PER_NODE)");
+  po::options_description d = train_options(o.run, "rnn_dist check options (those of rnn_dist train)", false);
+  d.add_options()("full", po::bool_switch(&o.full), "also read every token of --train and --valid (the ranks share the work) and check each id, which training does only as it goes");
   return d;
 }
 
@@ -461,6 +449,73 @@ Verdict check_data(const CheckOptions& o, Topology& topo, const std::vector<Fiel
   return fail("data", detail, "re-run rnn_prep on the corpus");
 }
 
+int64_t mem_available() {
+  std::ifstream f("/proc/meminfo");
+  for (std::string line; std::getline(f, line);)
+    if (line.rfind("MemAvailable:", 0) == 0) return std::atoll(line.c_str() + 13) * 1024;
+  return 0;
+}
+
+// Each rank's predicted peak (train/memory_plan.h) against its GPU's memory and its host's available memory
+// (the ranks of a host together). Collective.
+Verdict check_memory(const CheckOptions& o, Topology& topo, const std::vector<Fields>& place, bool data_ok) {
+  const bool gpu = on_gpus(o, place);
+  Fields mine = {"", "0", "0", "", cat(mem_available())};
+  if (!o.run.train.empty() && data_ok) {
+    try {
+      const SequenceFile train = SequenceFile::open(o.run.train);
+      std::optional<SequenceFile> valid;
+      if (!o.run.valid.empty()) valid.emplace(SequenceFile::open(o.run.valid));
+      auto target = gpu ? make_backend(DeviceType::cuda, std::stoi(place[topo.world_rank()][kGpuIndex]), 1)
+                        : make_backend(DeviceType::cpu, 0, o.run.threads);
+      const std::string from = !o.run.resume.empty() && !o.run.checkpoint_dir.empty() ? newest_checkpoint(o.run.checkpoint_dir)
+                                                                                      : "";
+      MemoryPlan plan = plan_memory(o.run, train, valid ? &*valid : nullptr, topo.world_size(), topo.world_rank(), *target,
+                                    from.empty() ? o.run.init_from : from);
+      plan.process = resident_bytes();
+      mine = {"ok", cat(plan.device_peak()), cat(plan.host_peak()), plan.describe(), mine[4]};
+    } catch (const Error& e) {
+      mine[0] = e.what();
+    }
+  }
+  const std::vector<Fields> got = gather_fields(*topo.world, mine);
+  if (topo.world_rank() != 0) return {};
+  if (o.run.train.empty()) return skip("memory", "skipped: no --train given");
+  if (!data_ok) return skip("memory", "skipped: the data check failed");
+  std::vector<std::string> problems;
+  for (int r = 0; r < static_cast<int>(got.size()); ++r)
+    if (got[r][0] != "ok") problems.push_back(cat(rank_at(place, r), ": ", got[r][0]));
+  if (!problems.empty()) return fail("memory", summarise(problems), "fix the options train would refuse the same way");
+  // The largest rank, and each host's ranks together against what the host has available (their own
+  // processes already count in its use).
+  int big = 0;
+  std::map<std::string, std::pair<int64_t, int64_t>> host_need;  // host -> (need, available)
+  for (int r = 0; r < static_cast<int>(got.size()); ++r) {
+    if (std::stoll(got[r][gpu ? 1 : 2]) > std::stoll(got[big][gpu ? 1 : 2])) big = r;
+    auto& h = host_need[place[r][kHost]];
+    h.first += std::stoll(got[r][2]);
+    h.second = std::stoll(got[r][4]);
+  }
+  const std::string fix = "lower --batch-size or --batch-tokens (--accumulate keeps the global batch), use --softmax adaptive "
+                          "or --proj-size for a large vocabulary, or run on more ranks";
+  if (gpu) {
+    for (int r = 0; r < static_cast<int>(got.size()); ++r)
+      if (std::stoll(got[r][1]) > std::stoll(place[r][kGpuMemory]))
+        problems.push_back(cat(rank_at(place, r), " needs ", bytes_text(std::stoll(got[r][1])), " of GPU memory, its GPU has ",
+                               bytes_text(std::stoll(place[r][kGpuMemory]))));
+  }
+  std::string hosts;
+  for (const auto& [host, h] : host_need) {
+    if (h.second > 0 && h.first > h.second)
+      problems.push_back(cat(host, ": its ranks need ", bytes_text(h.first), " of host memory, ", bytes_text(h.second),
+                             " is available"));
+    hosts += cat(hosts.empty() ? "" : ", ", host, " ", bytes_text(h.first), " of ", bytes_text(h.second), " available");
+  }
+  if (!problems.empty()) return fail("memory", summarise(problems), fix);
+  return pass("memory", cat("predicted peak of the largest rank (", big, "): ", got[big][3], " [resident_bytes=",
+                            got[big][2], " ", gpu ? "gpu" : "cpu", "_buffer_bytes=", got[big][1], "]; hosts: ", hosts));
+}
+
 std::string random_token() {
   std::random_device rd;
   const uint64_t t = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
@@ -562,10 +617,15 @@ int check(const CheckOptions& o, Topology& topo) {
   Verdict nccl = check_nccl(o, topo, place, deadline);
   if (lead) verdicts.push_back(allreduce), verdicts.push_back(nccl);
   Verdict data = check_data(o, topo, place);
+  // Every rank must know whether the data check passed to take part in the memory check's gathers.
+  int data_ok = !o.run.train.empty() && (!lead || data.outcome == Outcome::pass);
+  topo.world->broadcast(&data_ok, sizeof(data_ok), 0);
+  Verdict memory = check_memory(o, topo, place, data_ok);
   Verdict ckpt = check_checkpoint_dir(o, topo, place);
   int failed = 0;
   if (lead) {
     verdicts.push_back(data);
+    verdicts.push_back(memory);
     verdicts.push_back(ckpt);
     verdicts.push_back(check_threads(o, place));
     std::set<std::string> hosts;
@@ -598,8 +658,9 @@ int cmd_check(const Args& args) {
   const ParsedOptions parsed = parse_options(args, desc, true, o.run.ranks_per_node);
   if (parsed.help) {
     std::cout << "usage: [mpirun -np N | srun] rnn_dist check [options]\n\n"
-                 "Checks what a training launch needs (GPU binding, MPI all-reduce, data files, checkpoint\n"
-                 "directory, threads vs cores) on every rank; exit 0 only when no check fails.\n\n"
+                 "Checks what a training launch needs (GPU binding, MPI all-reduce, data files, each rank's\n"
+                 "predicted peak memory, checkpoint directory, threads vs cores) on every rank; exit 0 only\n"
+                 "when no check fails.\n\n"
               << desc << "\n";
     return 0;
   }

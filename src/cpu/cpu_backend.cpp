@@ -4,6 +4,7 @@
 #include "rnn_dist/cpu/cpu_backend.h"
 
 #include <cblas.h>
+#include <malloc.h>
 
 #include <algorithm>
 #include <cmath>
@@ -95,19 +96,15 @@ class CpuLstm final : public Lstm {
     const int64_t rows = packing.rows(), bh = int64_t{packing.batch()} * shape_.out(),
                   bc = int64_t{packing.batch()} * shape_.hidden;
     const int H = shape_.hidden, R = shape_.out(), P = shape_.proj, W = dirs_ * R;
+    reserve(packing, true);
     const float* input = x;
     for (int l = 0; l < shape_.layers; ++l) {
       const bool top = l == shape_.layers - 1;
-      if (!top) out_[l].resize({rows, W});
       float* out = top ? y : out_[l].data();
-      if (dirs_ == 2) {
-        reversed_in_[l].resize({rows, int64_t{input_of(l)}});
+      if (dirs_ == 2)
         copy_block(input, input_of(l), 0, reversed_in_[l].data(), input_of(l), 0, input_of(l), rows, &perm_);
-        dir_y_.resize({rows, R});
-      }
       for (int d = 0; d < dirs_; ++d) {
         const int k = l * dirs_ + d;
-        cache_[k].resize(static_cast<int64_t>(cpu::lstm_cache_elems(rows, H, P)));
         // One direction alone writes the layer's output; two write theirs apart, then side by side.
         float* dir_out = dirs_ == 1 ? out : dir_y_.data();
         cpu::lstm_layer_forward<float>(packing, layer(weights, l, d), d ? reversed_in_[l].data() : input,
@@ -118,7 +115,6 @@ class CpuLstm final : public Lstm {
       }
       if (!top) {
         if (drop_ > 0) {
-          in_[l + 1].resize({rows, W});
           backend_.dropout(out, rows * W, drop_, seed_ + l, in_[l + 1].data());
           input = in_[l + 1].data();
         } else {
@@ -134,17 +130,12 @@ class CpuLstm final : public Lstm {
     const int64_t rows = packing.rows(), bh = int64_t{packing.batch()} * shape_.out(),
                   bc = int64_t{packing.batch()} * shape_.hidden;
     const int H = shape_.hidden, R = shape_.out(), P = shape_.proj, W = dirs_ * R;
-    workspace_.resize(static_cast<int64_t>(cpu::lstm_backward_workspace_elems(rows, packing.batch(), H, P)));
     const float* dout = dy;
     for (int l = shape_.layers - 1; l >= 0; --l) {
       const int in = input_of(l);
       const float* input = l == 0 ? x_ : (drop_ > 0 ? in_[l].data() : out_[l - 1].data());
       Tensor& gin = (l % 2) ? grad_a_ : grad_b_;
-      float* din = dx;
-      if (l > 0) {
-        gin.resize({rows, int64_t{in}});
-        din = gin.data();
-      }
+      float* din = l > 0 ? gin.data() : dx;
       for (int d = 0; d < dirs_; ++d) {
         const int k = l * dirs_ + d;
         // Two directions: this one's columns of the output gradient (in its own row order), and its input
@@ -152,13 +143,9 @@ class CpuLstm final : public Lstm {
         const float* dir_dy = dout;
         float* dir_dx = din;
         if (dirs_ == 2) {
-          dir_dy_.resize({rows, R});
           copy_block(dout, W, d * R, dir_dy_.data(), R, 0, R, rows, d ? &perm_ : nullptr);
           dir_dy = dir_dy_.data();
-          if (din) {
-            dir_dx_.resize({rows, int64_t{in}});
-            dir_dx = dir_dx_.data();
-          }
+          if (din) dir_dx = dir_dx_.data();
         }
         cpu::lstm_layer_backward<float>(packing, layer(weights, l, d), d ? reversed_in_[l].data() : input,
                                         h0_ ? h0_ + k * bh : nullptr, c0_ ? c0_ + k * bc : nullptr,
@@ -175,6 +162,34 @@ class CpuLstm final : public Lstm {
     }
   }
 
+  void reserve(const Packing& packing, bool training) override {
+    const int64_t rows = packing.rows(), W = dirs_ * shape_.out(), R = shape_.out();
+    const int H = shape_.hidden, P = shape_.proj;
+    // The layers' inputs are at most max(input, W) wide; the buffers alternating between layers hold the
+    // outputs of layers 0 .. L-2 in inference, the input gradients of layers 1 .. L-1 in training (W wide).
+    const int64_t widest_in = shape_.layers > 1 ? std::max<int64_t>(shape_.input, W) : shape_.input;
+    if (dirs_ == 2) dir_y_.resize({rows, R});
+    if (!training) {
+      infer_ws_.resize(static_cast<int64_t>(cpu::lstm_inference_workspace_elems(rows, packing.batch(), H, P)));
+      for (int l = 0; l + 1 < shape_.layers; ++l) ((l % 2) ? grad_a_ : grad_b_).resize({rows, W});
+      if (dirs_ == 2) reversed_x_.resize({rows, widest_in});
+      return;
+    }
+    for (int l = 0; l < shape_.layers; ++l) {
+      const bool top = l == shape_.layers - 1;
+      if (!top) out_[l].resize({rows, W});
+      if (!top && shape_.dropout > 0) in_[l + 1].resize({rows, W});
+      if (dirs_ == 2) reversed_in_[l].resize({rows, int64_t{input_of(l)}});
+      for (int d = 0; d < dirs_; ++d) cache_[size_t(l * dirs_ + d)].resize(int64_t(cpu::lstm_cache_elems(rows, H, P)));
+      if (l > 0) ((l % 2) ? grad_a_ : grad_b_).resize({rows, int64_t{input_of(l)}});
+    }
+    workspace_.resize(static_cast<int64_t>(cpu::lstm_backward_workspace_elems(rows, packing.batch(), H, P)));
+    if (dirs_ == 2) {
+      dir_dy_.resize({rows, R});
+      dir_dx_.resize({rows, widest_in});
+    }
+  }
+
  private:
   int input_of(int l) const { return l == 0 ? shape_.input : dirs_ * shape_.out(); }
   int per_direction() const { return shape_.proj > 0 ? 5 : 4; }  // tensors of one direction of a layer
@@ -185,22 +200,15 @@ class CpuLstm final : public Lstm {
              float* y, float* hn, float* cn) {
     const int64_t rows = packing.rows(), bh = int64_t{packing.batch()} * shape_.out(),
                   bc = int64_t{packing.batch()} * shape_.hidden;
-    const int H = shape_.hidden, R = shape_.out(), W = dirs_ * R;
-    infer_ws_.resize(static_cast<int64_t>(cpu::lstm_inference_workspace_elems(rows, packing.batch(), H, shape_.proj)));
-    if (dirs_ == 2) {
-      reverse_rows(packing, perm_);
-      dir_y_.resize({rows, R});
-    }
+    const int R = shape_.out(), W = dirs_ * R;
+    reserve(packing, false);
+    if (dirs_ == 2) reverse_rows(packing, perm_);
     const float* input = x;
     for (int l = 0; l < shape_.layers; ++l) {
       const bool top = l == shape_.layers - 1;
-      Tensor& buf = (l % 2) ? grad_a_ : grad_b_;
-      if (!top) buf.resize({rows, W});
-      float* out = top ? y : buf.data();
-      if (dirs_ == 2) {
-        reversed_x_.resize({rows, int64_t{input_of(l)}});
+      float* out = top ? y : ((l % 2) ? grad_a_ : grad_b_).data();
+      if (dirs_ == 2)
         copy_block(input, input_of(l), 0, reversed_x_.data(), input_of(l), 0, input_of(l), rows, &perm_);
-      }
       for (int d = 0; d < dirs_; ++d) {
         const int k = l * dirs_ + d;
         float* dir_out = dirs_ == 1 ? out : dir_y_.data();
@@ -251,7 +259,14 @@ class CpuBackend final : public Backend {
  public:
   // OpenBLAS runs single-threaded inside each member of the team (its own threads would allocate on every
   // GEMM and split the small per-step products badly).
-  explicit CpuBackend(int threads) : team_(std::max(1, threads)) { openblas_set_num_threads(1); }
+  //
+  // Blocks of 1 MiB and more are mapped and unmapped by glibc on their own (a fixed threshold: its
+  // default rises to 32 MiB after the first such free), so that a freed checkpoint copy or a
+  // workspace outgrown returns to the system, and the resident peak is what a MemoryPlan predicts.
+  explicit CpuBackend(int threads) : team_(std::max(1, threads)) {
+    openblas_set_num_threads(1);
+    mallopt(M_MMAP_THRESHOLD, 1 << 20);
+  }
 
   Device device() const override { return Device{DeviceType::cpu, 0}; }
   std::string device_name() const override { return "cpu"; }
@@ -383,8 +398,8 @@ class CpuBackend final : public Backend {
     });
   }
 
-  std::unique_ptr<Lstm> make_lstm(const LstmShape& shape) override {
-    return std::make_unique<CpuLstm>(*this, team_, shape);
+  std::unique_ptr<Lstm> create_lstm(const LstmShape& shape, Backend& memory) override {
+    return std::make_unique<CpuLstm>(memory, team_, shape);
   }
 
  private:

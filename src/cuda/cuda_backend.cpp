@@ -1,7 +1,7 @@
 // The CUDA backend: one GPU per rank, bound with cudaSetDevice(local_rank) before anything is allocated;
 // memory from the device's stream-ordered pool (cudaMallocAsync: a caching allocator, so steady-state steps
 // do not call the driver), every kernel, copy, cuBLAS and cuDNN call on the backend's one stream; the
-// output layer through cuBLAS, the rest through kernels.cu; make_lstm() gives the cuDNN LSTM.
+// output layer through cuBLAS, the rest through kernels.cu; create_lstm() gives the cuDNN LSTM.
 #include "cuda_backend.h"
 
 #include <algorithm>
@@ -304,7 +304,9 @@ class CudaBackend final : public Backend {
                                   inv_sqrt_bc2, stream_.s));
   }
 
-  std::unique_ptr<Lstm> make_lstm(const LstmShape& shape) override { return make_cudnn_lstm(*this, ctx_, shape); }
+  std::unique_ptr<Lstm> create_lstm(const LstmShape& shape, Backend& memory) override {
+    return make_cudnn_lstm(memory, ctx_, shape);
+  }
 
  private:
   // The packing's lengths and step offsets in device memory, for the pooling kernels.

@@ -50,14 +50,6 @@ using DropoutDesc = Descriptor<cudnnDropoutDescriptor_t, cudnnCreateDropoutDescr
 using DataDesc = Descriptor<cudnnRNNDataDescriptor_t, cudnnCreateRNNDataDescriptor, cudnnDestroyRNNDataDescriptor>;
 using TensorDesc = Descriptor<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor>;
 
-// Grows a device buffer geometrically (never shrinks), so a steady batch shape allocates nothing.
-void ensure(Buffer& b, Backend& backend, size_t bytes) {
-  if (b.bytes() >= bytes) return;
-  const size_t grown = std::max(bytes, b.bytes() + b.bytes() / 2);
-  b = Buffer();
-  b = Buffer(backend, grown);
-}
-
 const float* require_aligned(const float* p, const char* what) {
   if (reinterpret_cast<uintptr_t>(p) % kWeightAlign != 0)
     throw Error(cat("CudnnLstm: ", what, " are not ", kWeightAlign, "-byte aligned (", cuda::where(), ")"));
@@ -70,6 +62,7 @@ struct BatchDescs {
   DataDesc x, y;
   TensorDesc h;  // (layers * directions) x B x H, for h and c alike
   Buffer seq_lengths;
+  size_t workspace = 0;  // cuDNN's workspace for these descriptors, in bytes
   Buffer x16, y16, h0_16, c0_16, hn16, cn16;  // bf16 copies of the call's data (MathMode::bf16)
 };
 
@@ -130,17 +123,10 @@ class CudnnLstm final : public Lstm {
   void forward(const float* weights, const Packing& packing, const float* x, const float* h0, const float* c0,
                float* y, float* hn, float* cn, bool training, uint64_t dropout_seed) override {
     BatchDescs& d = training ? train_ : infer_;
-    describe(d, packing);
     if (training && inter_layer_dropout_ && !dropout_seeded_) seed_dropout(dropout_seed);
+    reserve(packing, training);
     const cudnnForwardMode_t mode = training ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE;
-    size_t ws = 0, rs = 0;
-    CUDNN_CHECK(cudnnGetRNNTempSpaceSizes(ctx_.cudnn, rnn_.get(), mode, d.x.get(), &ws, &rs));
-    ensure(workspace_, backend_, ws);
-    if (training) {
-      ensure(reserve_, backend_, rs);
-      reserve_bytes_ = rs;
-      workspace_bytes_ = ws;
-    }
+    const size_t ws = d.workspace, rs = training ? reserve_bytes_ : 0;
     const int64_t rows = packing.rows(), H = shape_.hidden;
     const int64_t state = int64_t{shape_.layers} * directions_ * packing.batch() * H;
     // What cuDNN reads and writes: the caller's fp32 buffers, or their bf16 copies.
@@ -160,14 +146,43 @@ class CudnnLstm final : public Lstm {
     }
     CUDNN_CHECK(cudnnRNNForward(ctx_.cudnn, rnn_.get(), mode, static_cast<const int32_t*>(d.seq_lengths.data()),
                                 d.x.get(), xin, d.y.get(), yout, d.h.get(), h0in, hnout, d.h.get(), c0in, cnout,
-                                weight_bytes_, w, ws, workspace_.data(), training ? rs : 0,
-                                training ? reserve_.data() : nullptr));
+                                weight_bytes_, w, ws, workspace_.data(), rs, training ? reserve_.data() : nullptr));
     if (bf16_) {
       from_bf16(static_cast<const uint16_t*>(yout), rows * out_, y, ctx_.stream);
       from_bf16(static_cast<const uint16_t*>(hnout), state, hn, ctx_.stream);
       from_bf16(static_cast<const uint16_t*>(cnout), state, cn, ctx_.stream);
     }
     if (training) saved_ = {xin, yout, h0in, c0in, rows, state, true};
+  }
+
+  // cuDNN's workspace and reserve space for the packing, and in bf16 the copies of the data (those of the
+  // states as if every one were given) and of the weights and their gradient. The dropout generator's
+  // states are allocated by the first training forward, and are not counted here.
+  void reserve(const Packing& packing, bool training) override {
+    BatchDescs& d = training ? train_ : infer_;
+    describe(d, packing);
+    const cudnnForwardMode_t mode = training ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE;
+    size_t ws = 0, rs = 0;
+    CUDNN_CHECK(cudnnGetRNNTempSpaceSizes(ctx_.cudnn, rnn_.get(), mode, d.x.get(), &ws, &rs));
+    ensure(workspace_, backend_, ws);
+    d.workspace = ws;
+    if (training) {
+      ensure(reserve_, backend_, rs);
+      reserve_bytes_ = rs;
+      workspace_bytes_ = ws;
+    }
+    if (!bf16_) return;
+    const size_t rows = static_cast<size_t>(packing.rows()), half = sizeof(uint16_t),
+                 state = size_t(shape_.layers) * directions_ * packing.batch() * shape_.hidden * half;
+    ensure(weights16_, backend_, weight_bytes_);
+    ensure(d.x16, backend_, rows * shape_.input * half);
+    ensure(d.y16, backend_, rows * out_ * half);
+    for (Buffer* b : {&d.h0_16, &d.c0_16, &d.hn16, &d.cn16}) ensure(*b, backend_, state);
+    if (!training) return;
+    ensure(dweights16_, backend_, weight_bytes_);
+    ensure(dy16_, backend_, rows * out_ * half);
+    ensure(dx16_, backend_, rows * shape_.input * half);
+    for (Buffer* b : {&dhn16_, &dcn16_, &dh0_16_, &dc0_16_}) ensure(*b, backend_, state);
   }
 
   void backward(const float* weights, const float* dy, const float* dhn, const float* dcn, float* dx, float* dh0,

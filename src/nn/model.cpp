@@ -13,14 +13,6 @@
 namespace rnn_dist {
 namespace {
 
-// Grows a raw device buffer geometrically so steady-state steps do not allocate.
-void ensure(Buffer& b, Backend& backend, size_t bytes) {
-  if (b.bytes() >= bytes) return;
-  size_t grown = std::max(bytes, b.bytes() + b.bytes() / 2);
-  b = Buffer();
-  b = Buffer(backend, grown);
-}
-
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 

@@ -11,11 +11,22 @@ namespace rnn_dist {
 std::string Device::str() const { return type == DeviceType::cpu ? "cpu" : cat("cuda:", index); }
 
 Buffer::Buffer(Backend& backend, size_t bytes) : backend_(&backend), bytes_(bytes) {
-  if (bytes > 0) ptr_ = backend.allocate(bytes);
+  if (bytes > 0) {
+    ptr_ = backend.allocate(bytes);
+    backend.count_bytes(static_cast<int64_t>(bytes));
+  }
 }
 
 Buffer::~Buffer() {
-  if (ptr_) backend_->deallocate(ptr_);
+  if (!ptr_) return;
+  backend_->deallocate(ptr_);
+  backend_->count_bytes(-static_cast<int64_t>(bytes_));
+}
+
+void ensure(Buffer& b, Backend& backend, size_t bytes) {
+  if (b.bytes() >= bytes) return;
+  b = Buffer();  // free first: the peak is the new size, not old + new
+  b = Buffer(backend, bytes);
 }
 
 Device Buffer::device() const { return backend_ ? backend_->device() : Device{}; }
@@ -46,9 +57,7 @@ void Tensor::resize(const int64_t* dims, size_t rank) {
   size_t need = static_cast<size_t>(n) * sizeof(float);
   if (need > storage_.bytes()) {
     if (!backend_) throw Error("Tensor::resize on a tensor without a backend");
-    size_t grown = std::max(need, storage_.bytes() + storage_.bytes() / 2);
-    storage_ = Buffer();  // free first: the peak is the new size, not old + new
-    storage_ = Buffer(*backend_, grown);
+    ensure(storage_, *backend_, need);
   }
   shape_.assign(dims, dims + rank);
   numel_ = n;

@@ -1,6 +1,8 @@
 // Checkpoint writing and reading (see checkpoint.h).
 #include "rnn_dist/train/checkpoint.h"
 
+#include "rnn_dist/train/memory_plan.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -8,6 +10,7 @@
 
 #include "rnn_dist/data/h5.h"
 #include "rnn_dist/train/fault_injection.h"
+#include "rnn_dist/train/memory_plan.h"
 #include "rnn_dist/util/atomic_file.h"
 #include "rnn_dist/util/error.h"
 
@@ -153,12 +156,15 @@ void write_checkpoint_file(const std::string& path, Model& model, Optimizer& opt
         f.write("/stream_state", pos.stream_state, {2, uint64_t(c.layers), columns, uint64_t(c.hidden)});
     }
     f.create_group("/model");
-    const std::vector<float> host = model.download_params();
-    f.write_attr("/", "params_fnv1a64", params_checksum(host, model.param_slices()));
-    for (const ParamSlice& s : model.param_slices()) {
-      std::vector<float> part(host.begin() + s.offset, host.begin() + s.offset + numel_of(s.shape));
-      std::vector<uint64_t> shape(s.shape.begin(), s.shape.end());
-      f.write("/model/" + s.name, part, shape);
+    {
+      // Freed before the optimizer's state is staged: a MemoryPlan counts the larger of the two.
+      const std::vector<float> host = model.download_params();
+      f.write_attr("/", "params_fnv1a64", params_checksum(host, model.param_slices()));
+      for (const ParamSlice& s : model.param_slices()) {
+        std::vector<float> part(host.begin() + s.offset, host.begin() + s.offset + numel_of(s.shape));
+        std::vector<uint64_t> shape(s.shape.begin(), s.shape.end());
+        f.write("/model/" + s.name, part, shape);
+      }
     }
     f.create_group("/optimizer");
     f.write_attr("/optimizer", "kind", optimizer.config().kind);
@@ -252,7 +258,9 @@ CheckpointData read_checkpoint(const std::string& path, Backend& backend) {
   if (f.exists("/stream_state")) d.position.stream_state = f.read<float>("/stream_state");
   d.optimizer_kind = f.read_attr_string("/optimizer", "kind");
   d.optimizer_steps = f.read_attr_int("/optimizer", "steps");
-  Model layout(backend, d.config);
+  // The layout of a model on this backend, without its memory.
+  const std::unique_ptr<Backend> counting = make_counting_backend(backend);
+  Model layout(*counting, d.config);
   for (const char* name : {"exp_avg", "exp_avg_sq", "momentum_buffer"})
     if (const std::string set = std::string("/optimizer/") + name; f.exists(set))
       d.optimizer_state.emplace_back(

@@ -28,6 +28,7 @@
 #include "rnn_dist/train/checkpoint.h"
 #include "rnn_dist/train/evaluation.h"
 #include "rnn_dist/train/fault_injection.h"
+#include "rnn_dist/train/memory_plan.h"
 #include "rnn_dist/train/read_ahead.h"
 #include "rnn_dist/train/step_source.h"
 #include "rnn_dist/train/stream.h"
@@ -252,16 +253,7 @@ void Trainer::setup() {
   backend_ = make_backend(device, device_index_, c_.threads,
                           device == DeviceType::cuda ? math_mode_of(c_) : MathMode::fp32);
   check_overlap_device(c_, device);
-  ModelConfig mc = c_.model;
-  mc.task = task;
-  mc.vocab = train_->vocab_size();
-  mc.classes = static_cast<int64_t>(train_->label_vocab().size());
-  if (!c_.pool.empty() && task != Task::classify)
-    throw InputError(cat("--pool: applies to classifiers, and ", c_.train, " holds ", task_name(task), " data"));
-  mc.pool = c_.pool.empty() ? Pool::last : parse_pool(c_.pool);
-  mc.cutoffs = cutoffs_of(c_);
-  mc.div_value = c_.div_value;
-  model_ = std::make_unique<Model>(*backend_, mc);
+  model_ = std::make_unique<Model>(*backend_, model_config(c_, *train_));
   model_->init(c_.seed);
   // Overlap pays where there is something to overlap (gradients of more than one bucket) and where the
   // MPI library lets a thread communicate; from 4 ranks with the flat algorithm: below 4, and on the
@@ -613,7 +605,8 @@ void Trainer::log_step(int64_t epoch, float lr, double norm) {
     if (lm) metrics_ << ",\"perplexity\":" << shortest(std::exp(l));
     metrics_ << ",\"lr\":" << shortest(lr)
              << ",\"grad_norm\":" << shortest(norm) << ",\"tokens\":" << int64_t(interval_tokens_)
-             << ",\"tokens_per_s\":" << shortest(tps) << ",\"elapsed_s\":" << shortest(elapsed) << "}" << std::endl;
+             << ",\"tokens_per_s\":" << shortest(tps) << ",\"elapsed_s\":" << shortest(elapsed)
+             << ",\"resident_bytes\":" << resident_bytes() << "}" << std::endl;
     check_metrics();
   }
   last_log_ = now;
@@ -813,6 +806,11 @@ int Trainer::run() {
   // Unless the last epoch's checkpoint, just written, is already the final one.
   if (saved_step_ != pos_.step) save();
   if (test_) report_eval("test", *test_, pos_.epoch);
+  // The largest rank's peaks, which `rnn_dist check` predicts (train/memory_plan.h).
+  int64_t peaks[2] = {peak_resident_bytes(), backend_->peak_bytes()};
+  arm("the all-reduce of the memory peaks");
+  topo_.world->allreduce_max(peaks, 2);
+  disarm();
   if (lead_) {
     const double total = t_wait_ + t_compute_ + t_allreduce_ + t_update_;
     auto pct = [&](double t) { return cat(std::fixed, std::setprecision(1), 100.0 * t / std::max(total, 1e-9), "%"); };
@@ -821,6 +819,8 @@ int Trainer::run() {
               << " tokens/s (all ranks); time split (rank 0): compute " << pct(t_compute_) << ", all-reduce "
               << pct(t_allreduce_) << ", data wait " << pct(t_wait_) << ", update " << pct(t_update_)
               << std::defaultfloat << std::endl;
+    std::cout << "peak memory (largest rank): resident " << bytes_text(peaks[0]) << ", "
+              << backend_->device().str() << " buffers " << bytes_text(peaks[1]) << std::endl;
     if (metrics_.is_open() && metrics_error_.empty()) {
       metrics_ << "{\"kind\":\"summary\",\"step\":" << pos_.step << ",\"tokens\":" << int64_t(total_tokens_)
                << ",\"seconds\":" << shortest(total) << ",\"tokens_per_s\":"
@@ -829,7 +829,8 @@ int Trainer::run() {
                << ",\"update_s\":" << shortest(t_update_) << ",\"allreduce_dtype\":\"" << c_.allreduce_dtype
                << "\",\"overlap\":" << (overlap_ ? "true" : "false") << ",\"host_syncs_per_step\":"
                << shortest(double(step_syncs_) / double(std::max<int64_t>(1, synced_steps_)))
-               << ",\"host_syncs_max\":" << max_step_syncs_;
+               << ",\"host_syncs_max\":" << max_step_syncs_ << ",\"peak_resident_bytes\":" << peaks[0]
+               << ",\"peak_device_bytes\":" << peaks[1];
       // The buckets' sizes, how long before the backward pass ended each was sent (the model's inputs) and
       // when it completed.
       if (overlap_) {

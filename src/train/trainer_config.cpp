@@ -50,6 +50,19 @@ void check_overlap_device(const TrainerConfig& c, DeviceType device) {
     throw InputError("--overlap on: not on GPUs yet (their all-reduce runs after the backward pass); use --overlap off");
 }
 
+ModelConfig model_config(const TrainerConfig& config, const SequenceFile& train) {
+  ModelConfig mc = config.model;
+  mc.task = train.task();
+  mc.vocab = train.vocab_size();
+  mc.classes = static_cast<int64_t>(train.label_vocab().size());
+  if (!config.pool.empty() && mc.task != Task::classify)
+    throw InputError(cat("--pool: applies to classifiers, and ", config.train, " holds ", task_name(mc.task), " data"));
+  mc.pool = config.pool.empty() ? Pool::last : parse_pool(config.pool);
+  mc.cutoffs = cutoffs_of(config);
+  mc.div_value = config.div_value;
+  return mc;
+}
+
 BatchingConfig step_batching(const TrainerConfig& c) {
   BatchingConfig b = c.batch;
   b.batch_size *= c.accumulate;

@@ -36,18 +36,19 @@ has() { grep -qE "$2" "$1.out" && ok "$1: $3" || bad "$1: no line matching '$2' 
 if run pass 0 mpirun --oversubscribe -np 2 "$R" check --train data/train.h5 --valid data/valid.h5 --batch-size 4 \
     --checkpoint-dir ckpt; then
   ok "pass: every check passes or skips -> exit 0"
-  has pass "^rnn_dist check: 4 passed, 0 failed, 2 skipped$" "summary line"
+  has pass "^rnn_dist check: 5 passed, 0 failed, 2 skipped$" "summary line"
   has pass "^SKIP  gpus +skipped: no GPU$" "GPU check skipped without a GPU"
   has pass "^SKIP  nccl-allreduce +skipped: no GPU$" "NCCL check skipped without a GPU"
   has pass "^PASS  mpi-allreduce .*world \(2 ranks\)" "MPI all-reduce"
   has pass "^PASS  data .*data/train.h5: format version 1, $seqs sequences" "data file readable, sequences counted"
   has pass "^PASS  checkpoint-dir +ckpt: writable from rank 0, visible from all 2 ranks" "checkpoint dir"
   has pass "^PASS  threads " "threads"
+  has pass "^PASS  memory +predicted peak of the largest rank \([01]\): .*parameters .*resident_bytes=[0-9]+ cpu_buffer_bytes=[0-9]+" "memory predicted"
   [ "$(grep -cE "^$(hostname) +[01] +[01] +0 " pass.out)" -eq 2 ] && ok "pass: table has one row per rank" || bad "pass: table: $(cat pass.out)"
   has pass "^versions: MPI .*; HDF5 [0-9]+\.[0-9]+\.[0-9]+; GPU " "versions line"
   ls -A ckpt | grep -q . && bad "pass: probe file left in ckpt: $(ls -A ckpt)" || ok "pass: probe file removed"
 fi
-run skips 0 "$R" check && has skips "^rnn_dist check: 2 passed, 0 failed, 4 skipped$" "without --train/--checkpoint-dir those checks skip"
+run skips 0 "$R" check && has skips "^rnn_dist check: 2 passed, 0 failed, 5 skipped$" "without --train/--checkpoint-dir those checks skip"
 
 # GPUs: --device cuda with no visible GPU fails on every machine (CUDA_VISIBLE_DEVICES is empty).
 run gpu 1 env CUDA_VISIBLE_DEVICES= "$R" check --device cuda && has gpu "^FAIL  gpus +rank 0 on .* sees no GPU .*; fix: " "no GPU under --device cuda"
@@ -119,6 +120,58 @@ run full 1 mpirun --oversubscribe -np 2 "$R" check --train badtokens.h5 --batch-
   && has full "^FAIL  data +badtokens.h5: sequence [0-9]+ has token id 2139062143 outside the vocabulary" "--full finds it"
 run fullgood 0 mpirun --oversubscribe -np 2 "$R" check --train data/train.h5 --valid data/valid.h5 --batch-size 4 --full \
   && has fullgood "^PASS  data .*every token checked" "--full passes a sound file"
+
+# Memory: check's prediction of the largest rank's peak against what train measures over a whole epoch
+# with validation and a checkpoint: the backend's buffers (the dry run counts the trainer's own
+# allocations: within 2%; with the adaptive softmax a bound, every cluster taking a whole batch, within
+# 10%) and the resident peak (within 20%), for models whose buffers dominate it.
+awk 'BEGIN { srand(7); for (i = 0; i < 120; i++) { line = ""; n = 150 + int(rand() * 100)
+    for (j = 0; j < n; j++) line = line sprintf("%c", 97 + int(rand() * 26)); print line } }' > long.txt
+awk 'BEGIN { srand(9); for (i = 0; i < 1500; i++) { line = ""; n = 5 + int(rand() * 20)
+    for (j = 0; j < n; j++) { r = rand(); line = line (j ? " " : "") "w" int(6000 * r * r * r) } print line } }' > zipf.txt
+awk 'BEGIN { srand(3); for (i = 0; i < 400; i++) { line = (i % 3 ? "b" : "a") "\t"; n = 20 + int(rand() * 60)
+    for (j = 0; j < n; j++) line = line sprintf("%c", 97 + int(rand() * 26)); print line } }' > cls.tsv
+"$BUILD/rnn_prep" --input long.txt --output-dir long --valid-fraction 0.1 >/dev/null || bad "rnn_prep (long)"
+"$BUILD/rnn_prep" --input zipf.txt --output-dir zipf --tokenizer word --valid-fraction 0.1 >/dev/null || bad "rnn_prep (zipf)"
+"$BUILD/rnn_prep" --input cls.tsv --format tsv --output-dir cls --valid-fraction 0.1 >/dev/null || bad "rnn_prep (tsv)"
+# memory NAME RANKS DATA OPTIONS...: check, then train one epoch with the same options, and compare
+# (BOUND: how far above the measured buffers the prediction may be, 1.02 unless set).
+memory() {
+  local name=$1 np=$2 data=$3
+  shift 3
+  local args=(--train "$data/train.h5" --valid "$data/valid.h5" --device cpu "$@")
+  run "mem_$name" 0 mpirun --oversubscribe -np "$np" "$R" check "${args[@]}" || return
+  local pr pb
+  pr=$(sed -n 's/^PASS  memory .*resident_bytes=\([0-9]*\).*/\1/p' "mem_$name.out")
+  pb=$(sed -n 's/^PASS  memory .*cpu_buffer_bytes=\([0-9]*\).*/\1/p' "mem_$name.out")
+  [ -n "$pr" ] || { bad "mem_$name: no prediction: $(grep memory "mem_$name.out")"; return; }
+  rm -f "mem_$name.jsonl"
+  [[ " $* " == *" --resume "* ]] || rm -rf "mem_$name.ckpt"
+  mpirun --oversubscribe -np "$np" "$R" train "${args[@]}" --checkpoint-dir "mem_$name.ckpt" --metrics "mem_$name.jsonl" \
+    > "mem_$name.train" 2>&1 || { bad "mem_$name: train failed: $(tail -3 "mem_$name.train")"; return; }
+  local mr mb
+  mr=$(sed -n 's/.*"kind":"summary".*"peak_resident_bytes":\([0-9]*\).*/\1/p' "mem_$name.jsonl")
+  mb=$(sed -n 's/.*"kind":"summary".*"peak_device_bytes":\([0-9]*\).*/\1/p' "mem_$name.jsonl")
+  awk -v pr="$pr" -v pb="$pb" -v mr="$mr" -v mb="$mb" -v bound="${BOUND:-1.02}" 'BEGIN { exit !(mb > 0 && pb / mb > 0.98 && pb / mb < bound &&
+      pr / mr > 0.8 && pr / mr < 1.2 && mb / mr > 0.4) }' \
+    && ok "mem_$name: buffers predicted $pb, measured $mb; resident predicted $pr, measured $mr" \
+    || bad "mem_$name: buffers predicted $pb, measured $mb; resident predicted $pr, measured $mr (buffers up to ${BOUND:-1.02}x, resident within 20%, buffers 40% of it at least)"
+}
+memory lstm 1 long --hidden 512 --embed 64 --batch-size 32
+memory dropout 1 long --hidden 384 --embed 64 --layers 3 --dropout 0.2 --batch-size 48
+BOUND=1.1 memory adaptive 1 zipf --hidden 512 --embed 512 --softmax adaptive --cutoffs 200,1000 --batch-size 64
+memory tied_proj 1 zipf --hidden 1024 --embed 256 --proj-size 256 --tie-embeddings --batch-size 64
+memory stream 1 long --hidden 1024 --embed 64 --batching stream --batch-size 16 --bptt 64 --optimizer sgd --momentum 0.9
+memory classifier 1 cls --hidden 384 --embed 64 --bidirectional --pool max --dropout 0.1 --batch-size 32
+memory bf16_2ranks 2 long --hidden 512 --embed 64 --batch-size 16 --allreduce-dtype bf16
+# A resume loads the checkpoint whole before the first step; the prediction covers it.
+"$R" train --train zipf/train.h5 --hidden 512 --embed 512 --batch-size 64 --checkpoint-dir mem_resume.ckpt >/dev/null \
+  || bad "mem_resume: first epoch"
+memory resume 1 zipf --hidden 512 --embed 512 --batch-size 64 --checkpoint-dir mem_resume.ckpt --resume --epochs 2
+# A run that cannot fit: one line naming the need, the memory and the fix, exit 1.
+run toobig 1 "$R" check --train data/train.h5 --hidden 30000 --embed 30000 --layers 2 --batch-size 4 \
+  && has toobig "^FAIL  memory +$(hostname): its ranks need [0-9.]+ GiB of host memory, [0-9.]+ GiB is available; fix: lower --batch-size" \
+       "a model beyond the host's memory fails the memory check"
 
 # A rank that hangs while the ranks connect (on GPUs the NCCL set-up, which has no deadline of its own,
 # and its shutdown run under the same watchdog): rank 0 ends the job with the trainer's one line, in

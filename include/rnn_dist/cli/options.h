@@ -13,10 +13,17 @@
 
 namespace rnn_dist {
 
+struct TrainerConfig;
+
 struct ParsedOptions {
   bool help = false;  // --help was given: print the usage and exit 0
   std::string error;  // a parse error, reported after MPI start-up so that it is printed once
 };
+
+// Every option of `rnn_dist train`, bound to o; `rnn_dist check` takes them too (without requiring --train),
+// so that it checks the run it is given.
+boost::program_options::options_description train_options(TrainerConfig& o, const std::string& title,
+                                                           bool train_required);
 
 // Keeps the last occurrence of every option that takes one value (composing ones keep all), so that an
 // option given twice takes its second value, as wrapper scripts that append overrides expect.

@@ -4,6 +4,7 @@
 // (backends/make_backend.h).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -66,6 +67,10 @@ class Lstm {
   // layer where the implementation computes them per layer, else once at the end.
   virtual void backward(const float* weights, const float* dy, const float* dhn, const float* dcn, float* dx,
                         float* dh0, float* dc0, float* dweights, GradientReady* ready = nullptr) = 0;
+  // Allocates every workspace forward() (and with training, backward()) needs for batches of this
+  // packing's rows and sequences, computing nothing: forward() starts with it, and a MemoryPlan runs it on
+  // a backend that only counts (train/memory_plan.h).
+  virtual void reserve(const Packing& packing, bool training) = 0;
 };
 
 class Backend {
@@ -73,6 +78,16 @@ class Backend {
   virtual ~Backend() = default;
   virtual Device device() const = 0;
   virtual std::string device_name() const = 0;  // human-readable, for placement lines
+
+  // Bytes held by Buffers of this backend now, and at most so far (counted by Buffer, from any thread): the
+  // trainer reports the peak, which a MemoryPlan predicts.
+  int64_t bytes_in_use() const { return in_use_.load(); }
+  int64_t peak_bytes() const { return peak_.load(); }
+  void count_bytes(int64_t delta) {
+    const int64_t now = in_use_.fetch_add(delta) + delta;
+    for (int64_t p = peak_.load(); now > p && !peak_.compare_exchange_weak(p, now);) {
+    }
+  }
 
   // Memory. On the CPU backend allocate, deallocate, upload, download, copy and the bf16 conversions may
   // also be called from a communication thread while the owning thread runs kernels (GradientReducer, whose
@@ -141,7 +156,13 @@ class Backend {
   virtual void adam_update(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
                            float beta2, float eps, float weight_decay, bool decoupled, int64_t step) = 0;
 
-  virtual std::unique_ptr<Lstm> make_lstm(const LstmShape& shape) = 0;
+  // An LSTM of this backend's kind whose weights and workspaces are allocated from `memory` (this backend,
+  // or a MemoryPlan's counting one).
+  virtual std::unique_ptr<Lstm> create_lstm(const LstmShape& shape, Backend& memory) = 0;
+  std::unique_ptr<Lstm> make_lstm(const LstmShape& shape) { return create_lstm(shape, *this); }
+
+ private:
+  std::atomic<int64_t> in_use_{0}, peak_{0};
 };
 
 // How a GPU computes the matrix products of cuBLAS and cuDNN's LSTM (`--precision`). fp32: plain fp32,

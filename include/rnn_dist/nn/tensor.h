@@ -53,8 +53,13 @@ class Buffer {
   size_t bytes_ = 0;
 };
 
-// Shaped float32 array on one device. reserve()/resize() grow the storage geometrically and never
-// shrink it, so workspaces reach a steady size after the first batches of each shape.
+// Grows b to at least `bytes` on backend (exactly that many: its contents are not kept) and never shrinks
+// it, so that workspaces reach the size of the largest batch and then allocate nothing, and a MemoryPlan
+// of that batch predicts them exactly.
+void ensure(Buffer& b, Backend& backend, size_t bytes);
+
+// Shaped float32 array on one device. resize() grows the storage as ensure() does (exactly, never
+// shrinking), so workspaces reach a steady size after the largest batch.
 class Tensor {
  public:
   Tensor() = default;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "rnn_dist/data/dataset.h"
 #include "rnn_dist/nn/backend.h"
 #include "rnn_dist/nn/model.h"
 #include "rnn_dist/nn/optimizer.h"
@@ -47,6 +48,9 @@ struct TrainerConfig {
 void check_config(const TrainerConfig& config);
 // The adaptive softmax's cutoffs from --softmax and --cutoffs (checked by check_config; empty: full).
 std::vector<int64_t> cutoffs_of(const TrainerConfig& config);
+// The model the options describe for the training file's task, vocabulary and labels (InputError for an
+// option that does not apply to its task).
+ModelConfig model_config(const TrainerConfig& config, const SequenceFile& train);
 // The part of check_config about how the job runs (threads, batching, device, all-reduce), which
 // `rnn_dist check` validates too; it has no side effects.
 void check_run_options(const TrainerConfig& config);

@@ -1,0 +1,274 @@
+// MemoryPlan: a dry run of the trainer's allocations on a counting backend (see memory_plan.h).
+#include "rnn_dist/train/memory_plan.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <numeric>
+
+#include "rnn_dist/nn/model.h"
+#include "rnn_dist/nn/optimizer.h"
+#include "rnn_dist/train/batch_plan.h"
+#include "rnn_dist/train/step_source.h"
+#include "rnn_dist/util/error.h"
+
+namespace rnn_dist {
+namespace {
+
+// The LSTM of the target's kind over the counting backend: forward() and backward() only allocate.
+class PlanLstm final : public Lstm {
+ public:
+  explicit PlanLstm(std::unique_ptr<Lstm> inner) : inner_(std::move(inner)) {}
+  int64_t weight_elems() const override { return inner_->weight_elems(); }
+  std::vector<ParamSlice> canonical_params() const override { return inner_->canonical_params(); }
+  void forward(const float*, const Packing& packing, const float*, const float*, const float*, float*, float*, float*,
+               bool training, uint64_t) override {
+    inner_->reserve(packing, training);
+  }
+  void backward(const float*, const float*, const float*, const float*, float*, float*, float*, float*,
+                GradientReady*) override {}
+  void reserve(const Packing& packing, bool training) override { inner_->reserve(packing, training); }
+
+ private:
+  std::unique_ptr<Lstm> inner_;
+};
+
+// Hands out addresses that are never touched and counts the bytes behind them (Backend::peak_bytes());
+// every kernel is a no-op. The target's kind decides the LSTM and the size of the logits blocks.
+class CountingBackend final : public Backend {
+ public:
+  explicit CountingBackend(Backend& target) : target_(target) {}
+  Device device() const override { return target_.device(); }
+  std::string device_name() const override { return "memory plan of " + target_.device_name(); }
+  void* allocate(size_t bytes) override {
+    // Distinct, 256-byte aligned and never dereferenced: a cuDNN LSTM computes its weights' addresses
+    // from the base it is given.
+    next_ += (bytes + 255) / 256 * 256 + 256;
+    return reinterpret_cast<void*>(next_);
+  }
+  void deallocate(void*) noexcept override {}
+  void upload(void*, const void*, size_t) override {}
+  void download(void* host, const void*, size_t bytes) override { std::fill_n(static_cast<char*>(host), bytes, 0); }
+  void copy(void*, const void*, size_t) override {}
+  void zero(float*, int64_t) override {}
+  void to_bf16(Bf16*, const float*, int64_t) override {}
+  void from_bf16(float*, const Bf16*, int64_t) override {}
+  void synchronize() override {}
+  void start_read(const double*, int n) override { read_ = n; }
+  void finish_read(double* host) override { std::fill_n(host, read_, 0.0); }
+  int64_t host_syncs() const override { return 0; }
+  int64_t logits_block_elems() const override { return target_.logits_block_elems(); }
+  void embedding_forward(const int32_t*, int64_t, const float*, int, float*) override {}
+  void embedding_backward(const int32_t*, int64_t, const float*, int, float*) override {}
+  void linear_forward(const float*, int64_t, int, const float*, const float*, int, float*) override {}
+  void linear_backward(const float*, int64_t, int, const float*, int, const float*, float*, float*, float*) override {}
+  void cross_entropy(const float*, int64_t, int, const int32_t*, float*, float, double*) override {}
+  void dropout(const float*, int64_t, float, uint64_t, float*) override {}
+  void pool_forward(const float*, const Packing&, int, int, Pool, float*, int32_t*) override {}
+  void pool_backward(const float*, const Packing&, int, int, Pool, const int32_t*, float*) override {}
+  void sum_squares(const float*, int64_t, double*) override {}
+  double sum_squares(const float*, int64_t) override { return 0; }
+  void scale(float*, int64_t, float) override {}
+  void sgd_update(float*, const float*, float*, int64_t, float, float, float) override {}
+  void adam_update(float*, const float*, float*, float*, int64_t, float, float, float, float, float, bool,
+                   int64_t) override {}
+  std::unique_ptr<Lstm> create_lstm(const LstmShape& shape, Backend& memory) override {
+    return std::make_unique<PlanLstm>(target_.create_lstm(shape, memory));
+  }
+
+ private:
+  Backend& target_;
+  uintptr_t next_ = uintptr_t{1} << 40;
+  int read_ = 0;
+};
+
+// A batch of the file's task with these lengths (rows per sequence, longest first) and every target
+// (or label) `target`: what the memory of a pass depends on.
+Batch synthetic_batch(Task task, const std::vector<int>& lengths, int32_t target) {
+  Batch b;
+  b.packing = Packing::from_lengths(lengths);
+  b.inputs.assign(size_t(b.packing.rows()), 0);
+  if (task == Task::classify)
+    b.labels.assign(lengths.size(), target);
+  else
+    b.targets.assign(b.inputs.size(), target);
+  return b;
+}
+
+std::vector<int> slice_lengths(const SequenceFile& file, const SliceRange& s) {
+  std::vector<int> lengths;
+  for (int64_t i = s.begin; i < s.end; ++i) lengths.push_back(static_cast<int>(file.length(i) - framing_of(file.task())));
+  return lengths;
+}
+
+// Of the slices' batches (split into `parts` micro-batches), the ones with the most rows and with the
+// most sequences: the passes whose workspaces are largest.
+std::vector<std::vector<int>> largest(const SequenceFile& file, const std::vector<SliceRange>& slices, int parts) {
+  std::vector<int> most_rows, most_sequences;
+  int64_t rows = -1;
+  for (const SliceRange& s : slices) {
+    std::vector<int> lengths = slice_lengths(file, s);
+    std::vector<std::vector<int>> micro{lengths};
+    if (parts > 1) {
+      micro.clear();
+      for (const Batch& b : split_batch(synthetic_batch(Task::lm, lengths, 0), parts)) micro.push_back(b.packing.lengths);
+    }
+    for (std::vector<int>& m : micro) {
+      const int64_t r = std::accumulate(m.begin(), m.end(), int64_t{0});
+      if (r > rows) rows = r, most_rows = m;
+      if (m.size() > most_sequences.size()) most_sequences = m;
+    }
+  }
+  if (most_rows.empty()) return {};
+  return {most_rows, most_sequences};
+}
+
+// Every target a pass may route differently: the first id, and with the adaptive softmax each cluster's.
+std::vector<int32_t> routes(const ModelConfig& mc) {
+  std::vector<int32_t> out = {0};
+  for (int64_t c : mc.cutoffs) out.push_back(static_cast<int32_t>(c));
+  return out;
+}
+
+int64_t strings_bytes(const std::vector<std::string>& v) {
+  int64_t n = 0;
+  for (const std::string& s : v) n += int64_t(sizeof(std::string)) + (s.size() > 15 ? int64_t(s.size()) + 1 : 0);
+  return n;
+}
+
+// A file's host index: offsets, vocabulary and labels.
+int64_t index_bytes(const SequenceFile& f) {
+  return int64_t(f.offsets().size() * sizeof(int64_t)) + strings_bytes(f.vocab()) + strings_bytes(f.label_vocab());
+}
+
+// A host Batch of `rows` rows and `batch` sequences: inputs and targets, the packing.
+int64_t batch_bytes(int64_t rows, int64_t batch) { return rows * 2 * 4 + batch * 2 * 8; }
+
+int64_t status_field(const char* name) {
+  std::ifstream f("/proc/self/status");
+  for (std::string line; std::getline(f, line);)
+    if (line.rfind(name, 0) == 0) return std::atoll(line.c_str() + std::char_traits<char>::length(name)) * 1024;
+  return 0;
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_counting_backend(Backend& target) { return std::make_unique<CountingBackend>(target); }
+
+int64_t MemoryPlan::host_peak() const {
+  const int64_t device = cpu ? device_peak() : 0, held = cpu ? workspaces + communication : 0;
+  // Loading happens before the workspaces exist; the write holds them.
+  return process + data + device + std::max<int64_t>(write, load - held);
+}
+
+std::string MemoryPlan::describe() const {
+  std::string out = cat(bytes_text(cpu ? host_peak() : device_peak()), " (parameters ", bytes_text(params), ", gradients ",
+                        bytes_text(grads), ", optimizer state ", bytes_text(optimizer), ", activations and workspaces ",
+                        bytes_text(workspaces), ", all-reduce and state ", bytes_text(communication));
+  if (!cpu) out += cat("; host ", bytes_text(host_peak()));
+  return out + cat(", data ", bytes_text(data), ", checkpoint staging ", bytes_text(std::max(write, load)),
+                   ", process ", bytes_text(process), ")");
+}
+
+MemoryPlan plan_memory(const TrainerConfig& c, const SequenceFile& train, const SequenceFile* valid, int world, int rank,
+                       Backend& target, const std::string& resume_from) {
+  CountingBackend counter(target);
+  MemoryPlan plan;
+  plan.cpu = target.device().type == DeviceType::cpu;
+  const ModelConfig mc = model_config(c, train);
+  Model model(counter, mc);
+  plan.params = plan.grads = int64_t(model.params().capacity_bytes());
+  int64_t before = counter.bytes_in_use();
+  Optimizer optimizer(counter, c.optimizer, model.num_params());
+  plan.optimizer = counter.bytes_in_use() - before;
+  const int64_t model_held = counter.bytes_in_use();  // with the model's loss scalar
+
+  // The trainer's state: the step's scalars, the carried stream state (and evaluation's own copy),
+  // the all-reduce's scratch (the hierarchical algorithm's padded copy, or the bf16 wire's).
+  const Task task = train.task();
+  const bool stream = c.batching == "stream";
+  std::vector<std::vector<int>> train_batches, eval_batches;
+  int64_t columns = 0;
+  if (stream) {
+    StreamSource s(train, c.batch.batch_size, c.bptt, world, rank);
+    columns = s.local_columns();
+    train_batches = {std::vector<int>(size_t(columns), static_cast<int>(c.bptt))};
+    if (valid) eval_batches = train_batches;
+  } else {
+    const BatchCut cut = cut_global_batches(train.offsets(), step_batching(c), world, framing_of(task));
+    std::vector<SliceRange> mine;
+    for (const GlobalBatch& g : cut.batches) mine.push_back(g.slices[size_t(rank)]);
+    train_batches = largest(train, mine, c.accumulate);
+    if (valid)
+      eval_batches = largest(*valid, eval_slices(valid->offsets(), c.batch, world, rank, framing_of(task)), 1);
+  }
+  std::vector<Tensor> held;
+  held.emplace_back(counter, std::vector<int64_t>{4});  // two doubles
+  const int64_t state = int64_t{mc.layers} * columns * (mc.state_width() + mc.hidden);
+  if (stream) held.emplace_back(counter, std::vector<int64_t>{state}), held.emplace_back(counter, std::vector<int64_t>{state});
+  const bool reduces = world > 1, padded = c.allreduce == "hierarchical" || c.allreduce_dtype == "bf16";
+  if (reduces && padded) {
+    // Per bucket with --overlap (a bound: the trainer decides overlap from the rank count), else whole.
+    const int64_t bucket = c.overlap == "off" ? model.num_params()
+                                              : std::min<int64_t>(model.num_params(), int64_t(c.bucket_mb) << 18);
+    const int64_t elems = c.allreduce_dtype == "bf16" ? (bucket + 1) / 2 : bucket;
+    held.emplace_back(counter, std::vector<int64_t>{elems + 64});  // the padding to the local size
+  }
+  plan.communication = counter.bytes_in_use() - model_held;
+
+  // The passes: the largest training batches with every route of the targets, then evaluation's.
+  const uint64_t seed = 1;
+  int64_t host_scores = 0;
+  for (const std::vector<int>& lengths : train_batches)
+    for (int32_t t : routes(mc)) {
+      const float* h = stream ? held[1].data() : nullptr;
+      model.forward_backward(synthetic_batch(task, lengths, t), 1.0f, seed, h, h, nullptr, nullptr);
+    }
+  for (const std::vector<int>& lengths : eval_batches)
+    for (int32_t t : routes(mc)) {
+      const Batch b = synthetic_batch(task, lengths, t);
+      if (task == Task::lm) {
+        model.evaluate(b);
+      } else {
+        // Classifiers and taggers are scored from every class's log-probability, on the host.
+        host_scores = std::max<int64_t>(host_scores, int64_t(model.log_probs(b).size() * sizeof(float)));
+      }
+    }
+  plan.workspaces = counter.peak_bytes() - model_held - plan.communication;
+
+  // Host: both files' index, the batches in flight (the one trained, the one read ahead, each with its
+  // micro-batches), the adaptive softmax's routing of a batch's targets, evaluation's scores.
+  int64_t rows = 0, seqs = 0;
+  for (const std::vector<int>& b : train_batches) {
+    rows = std::max<int64_t>(rows, std::accumulate(b.begin(), b.end(), int64_t{0}));
+    seqs = std::max<int64_t>(seqs, int64_t(b.size()));
+  }
+  const int64_t step_rows = c.accumulate > 1 ? rows * c.accumulate : rows;
+  plan.data = index_bytes(train) + (valid ? index_bytes(*valid) : 0) + 4 * batch_bytes(step_rows, seqs * c.accumulate) +
+              (mc.adaptive() ? 3 * rows * 4 : 0) + host_scores;
+  // A checkpoint is written from host copies: the parameters and the largest tensor, then (the parameters
+  // freed) each optimizer state and its copy in file order. One is loaded whole: every state, then the
+  // parameters with one tensor's copy.
+  int64_t largest_slice = 0;
+  for (const ParamSlice& s : model.param_slices()) largest_slice = std::max(largest_slice, numel_of(s.shape));
+  const int64_t n = model.num_params() * 4, states = int64_t(optimizer.state().size());
+  plan.write = std::max<int64_t>(n + largest_slice * 4, states > 0 ? 2 * n : 0);
+  if (!resume_from.empty()) plan.load = (states + 1) * n + largest_slice * 4;
+  return plan;
+}
+
+int64_t resident_bytes() { return status_field("VmRSS:"); }
+int64_t peak_resident_bytes() { return status_field("VmHWM:"); }
+
+std::string bytes_text(int64_t bytes) {
+  char buf[32];
+  if (bytes < 1024) return cat(bytes, " B");
+  const double b = double(bytes);
+  if (b < 1024.0 * 1024 * 1024)
+    std::snprintf(buf, sizeof(buf), "%.1f MiB", b / (1024.0 * 1024));
+  else
+    std::snprintf(buf, sizeof(buf), "%.2f GiB", b / (1024.0 * 1024 * 1024));
+  return buf;
+}
+
+}  // namespace rnn_dist
