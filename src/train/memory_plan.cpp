@@ -246,13 +246,13 @@ MemoryPlan plan_memory(const TrainerConfig& c, const SequenceFile& train, const 
   const int64_t step_rows = c.accumulate > 1 ? rows * c.accumulate : rows;
   plan.data = index_bytes(train) + (valid ? index_bytes(*valid) : 0) + 4 * batch_bytes(step_rows, seqs * c.accumulate) +
               (mc.adaptive() ? 3 * rows * 4 : 0) + host_scores;
-  // A checkpoint is written from host copies: the parameters and the largest tensor, then (the parameters
+  // A checkpoint (with --checkpoint-dir) is written from host copies: the parameters and the largest tensor, then (the parameters
   // freed) each optimizer state and its copy in file order. One is loaded whole: every state, then the
   // parameters with one tensor's copy.
   int64_t largest_slice = 0;
   for (const ParamSlice& s : model.param_slices()) largest_slice = std::max(largest_slice, numel_of(s.shape));
   const int64_t n = model.num_params() * 4, states = int64_t(optimizer.state().size());
-  plan.write = std::max<int64_t>(n + largest_slice * 4, states > 0 ? 2 * n : 0);
+  if (!c.checkpoint_dir.empty()) plan.write = std::max<int64_t>(n + largest_slice * 4, states > 0 ? 2 * n : 0);
   if (!resume_from.empty()) plan.load = (states + 1) * n + largest_slice * 4;
   return plan;
 }
