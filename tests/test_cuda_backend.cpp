@@ -327,12 +327,14 @@ void expect_lstm_matches(Backend& cpu, Backend& gpu, const LstmShape& shape) {
   const std::vector<float> wc = by_name(*cl, values), wg = by_name(*gl, values);
 
   const Packing packing = Packing::from_lengths(std::vector<int>{6, 4, 4, 2, 1});
-  const int64_t D = shape.bidirectional ? 2 : 1, Y = D * shape.hidden;
-  const int64_t rows = packing.rows(), state = int64_t{shape.layers} * D * packing.batch() * shape.hidden;
-  const auto x = random_floats(rows * shape.input, 20), h0 = random_floats(state, 21), c0 = random_floats(state, 22),
-             dy = random_floats(rows * Y, 23), dhn = random_floats(state, 24), dcn = random_floats(state, 25);
+  // h and y are R = shape.out() wide (the projection's width, else H), c is H wide.
+  const int64_t D = shape.bidirectional ? 2 : 1, Y = D * shape.out();
+  const int64_t rows = packing.rows(), state = int64_t{shape.layers} * D * packing.batch() * shape.out(),
+                cstate = int64_t{shape.layers} * D * packing.batch() * shape.hidden;
+  const auto x = random_floats(rows * shape.input, 20), h0 = random_floats(state, 21), c0 = random_floats(cstate, 22),
+             dy = random_floats(rows * Y, 23), dhn = random_floats(state, 24), dcn = random_floats(cstate, 25);
 
-  std::vector<float> y(rows * Y), hn(state), cn(state), dx(rows * shape.input), dh0(state), dc0(state),
+  std::vector<float> y(rows * Y), hn(state), cn(cstate), dx(rows * shape.input), dh0(state), dc0(cstate),
       dw(cl->weight_elems(), 0.0f);
   cl->forward(wc.data(), packing, x.data(), h0.data(), c0.data(), y.data(), hn.data(), cn.data(), true, 0);
   cl->backward(wc.data(), dy.data(), dhn.data(), dcn.data(), dx.data(), dh0.data(), dc0.data(), dw.data());
@@ -367,6 +369,13 @@ TEST_F(CudaBackendTest, CudnnLstmMatchesCpuLstm) { expect_lstm_matches(*cpu_, *g
 // CUDNN_BIDIRECTIONAL: the *_reverse weights located by pseudo-layer, layer 1 reading both directions of
 // layer 0, each sequence's reverse pass from its own last token, states (layers * 2) x B x H.
 TEST_F(CudaBackendTest, BidirectionalCudnnLstmMatchesCpuLstm) { expect_lstm_matches(*cpu_, *gpu_, {5, 8, 2, 0.0f, true}); }
+
+// --proj-size: cuDNN's recurrent projection (projSize, its matrix linLayerID 8 as weight_hr_l{k}), h and y
+// P wide, c H wide; one and two directions.
+TEST_F(CudaBackendTest, ProjectedCudnnLstmMatchesCpuLstm) {
+  expect_lstm_matches(*cpu_, *gpu_, {5, 8, 2, 0.0f, false, 3});
+  expect_lstm_matches(*cpu_, *gpu_, {5, 8, 2, 0.0f, true, 3});
+}
 
 // A classifier's pooling: every kind and both direction counts, forward and backward, bit for bit where
 // no sum is involved (last, max) and to rounding for mean.
@@ -534,7 +543,8 @@ TEST_F(CudaBackendTest, ClassifierAndTaggerMatchTheCpu) {
 
 // Issue 28's heads on the GPU through the same kernels as everything else (a gather and a scatter-add by
 // the embedding's kernels, linear layers without a bias): tied embeddings, and the adaptive softmax with
-// targets in every cluster; the same loss and gradients as on the CPU. A projection is refused there so far.
+// targets in every cluster; the same loss and gradients as on the CPU; and a projected LSTM under the
+// adaptive softmax.
 TEST_F(CudaBackendTest, TiedAndAdaptiveHeadsMatchTheCpu) {
   ModelConfig tied = model_config();
   tied.embed = tied.hidden;
@@ -544,9 +554,9 @@ TEST_F(CudaBackendTest, TiedAndAdaptiveHeadsMatchTheCpu) {
   adaptive.cutoffs = {3, 7};
   adaptive.div_value = 2;
   CpuGpuPair(*cpu_, *gpu_, 37, adaptive).expect_step_matches(kRtol, kRtol, "adaptive softmax");
-  ModelConfig proj = model_config();
+  ModelConfig proj = adaptive;
   proj.proj = 4;
-  EXPECT_THROW(Model(*gpu_, proj), InputError);
+  CpuGpuPair(*cpu_, *gpu_, 38, proj).expect_step_matches(kRtol, kRtol, "projection with the adaptive softmax");
 }
 
 // --precision tf32: matrix products round their inputs to a 10-bit mantissa, so the model agrees with the

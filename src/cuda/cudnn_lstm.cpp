@@ -13,12 +13,17 @@
 // matrix is one slice. cuDNN does not document that placement, so the constructor verifies it for every
 // layer and refuses clearly if a cuDNN version ever lays the gates out otherwise.
 //
+// A projection (--proj-size P, PyTorch's proj_size) is cuDNN's recurrent projection: projSize P of
+// cudnnSetRNNDescriptor_v8, its P x H matrix linLayerID 8 of each pseudo-layer (no bias); h, y and the
+// recurrent matrices are then P wide, c stays H wide.
+//
 // Bidirectional (CUDNN_BIDIRECTIONAL): cuDNN's pseudo-layer l * 2 + d holds direction d of layer l (d = 1
 // reverse, PyTorch's *_reverse), its y rows are both directions side by side and its states (layers * 2)
 // x B x H: the layout of the Lstm interface, so nothing is copied. Over a packed batch cuDNN runs each
 // sequence's reverse direction from that sequence's own last token, as PyTorch's packed sequences rely on.
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "cuda_backend.h"
@@ -60,7 +65,7 @@ const float* require_aligned(const float* p, const char* what) {
 // own, so an evaluation between a training forward and its backward leaves the latter intact.
 struct BatchDescs {
   DataDesc x, y;
-  TensorDesc h;  // (layers * directions) x B x H, for h and c alike
+  TensorDesc h, c;  // (layers * directions) x B x R (h; R = P with a projection, else H) and x H (c)
   Buffer seq_lengths;
   size_t workspace = 0;  // cuDNN's workspace for these descriptors, in bytes
   Buffer x16, y16, h0_16, c0_16, hn16, cn16;  // bf16 copies of the call's data (MathMode::bf16)
@@ -96,12 +101,7 @@ class CudnnLstm final : public Lstm {
         dtype_(bf16_ ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT),
         elem_(bf16_ ? sizeof(uint16_t) : sizeof(float)),
         directions_(shape.bidirectional ? 2 : 1),
-        out_(int64_t{directions_} * shape.hidden) {
-    // cuDNN has the projection (projSize of cudnnSetRNNDescriptor_v8, its weights as linLayerID 8), but
-    // this path has not been written against it yet: refused rather than computed wrong.
-    if (shape.proj > 0)
-      throw InputError(cat("--proj-size ", shape.proj, ": the LSTM projection runs on the CPU backend only so far "
-                           "(use --device cpu)"));
+        out_(int64_t{directions_} * shape.out()) {
     if (shape.input < 1 || shape.hidden < 1 || shape.layers < 1)
       throw Error(cat("CudnnLstm: invalid shape input ", shape.input, ", hidden ", shape.hidden, ", layers ",
                       shape.layers));
@@ -127,8 +127,8 @@ class CudnnLstm final : public Lstm {
     reserve(packing, training);
     const cudnnForwardMode_t mode = training ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE;
     const size_t ws = d.workspace, rs = training ? reserve_bytes_ : 0;
-    const int64_t rows = packing.rows(), H = shape_.hidden;
-    const int64_t state = int64_t{shape_.layers} * directions_ * packing.batch() * H;
+    const int64_t rows = packing.rows();
+    const int64_t hstate = h_elems(packing.batch()), cstate = c_elems(packing.batch());
     // What cuDNN reads and writes: the caller's fp32 buffers, or their bf16 copies.
     const void *w = nullptr, *xin = x, *h0in = h0, *c0in = c0;
     void *yout = y, *hnout = hn, *cnout = cn;
@@ -136,23 +136,23 @@ class CudnnLstm final : public Lstm {
       const cudaStream_t st = ctx_.stream;
       w = to_bf16(weights, weight_elems(), weights16_, backend_, st);
       xin = to_bf16(x, rows * shape_.input, d.x16, backend_, st);
-      h0in = to_bf16(h0, state, d.h0_16, backend_, st);
-      c0in = to_bf16(c0, state, d.c0_16, backend_, st);
+      h0in = to_bf16(h0, hstate, d.h0_16, backend_, st);
+      c0in = to_bf16(c0, cstate, d.c0_16, backend_, st);
       yout = bf16_out(y, rows * out_, d.y16, backend_);
-      hnout = bf16_out(hn, state, d.hn16, backend_);
-      cnout = bf16_out(cn, state, d.cn16, backend_);
+      hnout = bf16_out(hn, hstate, d.hn16, backend_);
+      cnout = bf16_out(cn, cstate, d.cn16, backend_);
     } else {
       w = require_aligned(weights, "the weights");
     }
     CUDNN_CHECK(cudnnRNNForward(ctx_.cudnn, rnn_.get(), mode, static_cast<const int32_t*>(d.seq_lengths.data()),
-                                d.x.get(), xin, d.y.get(), yout, d.h.get(), h0in, hnout, d.h.get(), c0in, cnout,
+                                d.x.get(), xin, d.y.get(), yout, d.h.get(), h0in, hnout, d.c.get(), c0in, cnout,
                                 weight_bytes_, w, ws, workspace_.data(), rs, training ? reserve_.data() : nullptr));
     if (bf16_) {
       from_bf16(static_cast<const uint16_t*>(yout), rows * out_, y, ctx_.stream);
-      from_bf16(static_cast<const uint16_t*>(hnout), state, hn, ctx_.stream);
-      from_bf16(static_cast<const uint16_t*>(cnout), state, cn, ctx_.stream);
+      from_bf16(static_cast<const uint16_t*>(hnout), hstate, hn, ctx_.stream);
+      from_bf16(static_cast<const uint16_t*>(cnout), cstate, cn, ctx_.stream);
     }
-    if (training) saved_ = {xin, yout, h0in, c0in, rows, state, true};
+    if (training) saved_ = {xin, yout, h0in, c0in, rows, hstate, cstate, true};
   }
 
   // cuDNN's workspace and reserve space for the packing, and in bf16 the copies of the data (those of the
@@ -173,22 +173,24 @@ class CudnnLstm final : public Lstm {
     }
     if (!bf16_) return;
     const size_t rows = static_cast<size_t>(packing.rows()), half = sizeof(uint16_t),
-                 state = size_t(shape_.layers) * directions_ * packing.batch() * shape_.hidden * half;
+                 hstate = size_t(h_elems(packing.batch())) * half, cstate = size_t(c_elems(packing.batch())) * half;
     ensure(weights16_, backend_, weight_bytes_);
     ensure(d.x16, backend_, rows * shape_.input * half);
     ensure(d.y16, backend_, rows * out_ * half);
-    for (Buffer* b : {&d.h0_16, &d.c0_16, &d.hn16, &d.cn16}) ensure(*b, backend_, state);
+    for (Buffer* b : {&d.h0_16, &d.hn16}) ensure(*b, backend_, hstate);
+    for (Buffer* b : {&d.c0_16, &d.cn16}) ensure(*b, backend_, cstate);
     if (!training) return;
     ensure(dweights16_, backend_, weight_bytes_);
     ensure(dy16_, backend_, rows * out_ * half);
     ensure(dx16_, backend_, rows * shape_.input * half);
-    for (Buffer* b : {&dhn16_, &dcn16_, &dh0_16_, &dc0_16_}) ensure(*b, backend_, state);
+    for (Buffer* b : {&dhn16_, &dh0_16_}) ensure(*b, backend_, hstate);
+    for (Buffer* b : {&dcn16_, &dc0_16_}) ensure(*b, backend_, cstate);
   }
 
   void backward(const float* weights, const float* dy, const float* dhn, const float* dcn, float* dx, float* dh0,
                 float* dc0, float* dweights, GradientReady* ready) override {
     if (!saved_.valid) throw Error("CudnnLstm::backward without a training forward before it");
-    const int64_t rows = saved_.rows, state = saved_.state, Y = out_;
+    const int64_t rows = saved_.rows, hstate = saved_.hstate, cstate = saved_.cstate, Y = out_;
     const cudaStream_t st = ctx_.stream;
     // cuDNN wants every data gradient buffer; absent ones become zeros (dy) or a discarded scratch (dx).
     const void *w = nullptr, *dyin = dy, *dhnin = dhn, *dcnin = dcn;
@@ -202,12 +204,12 @@ class CudnnLstm final : public Lstm {
         CUDA_CHECK(cudaMemsetAsync(dy16_.data(), 0, static_cast<size_t>(rows * Y) * sizeof(uint16_t), st));
         dyin = dy16_.data();
       }
-      dhnin = to_bf16(dhn, state, dhn16_, backend_, st);
-      dcnin = to_bf16(dcn, state, dcn16_, backend_, st);
+      dhnin = to_bf16(dhn, hstate, dhn16_, backend_, st);
+      dcnin = to_bf16(dcn, cstate, dcn16_, backend_, st);
       ensure(dx16_, backend_, static_cast<size_t>(rows) * shape_.input * sizeof(uint16_t));
       dxout = dx16_.data();
-      dh0out = bf16_out(dh0, state, dh0_16_, backend_);
-      dc0out = bf16_out(dc0, state, dc0_16_, backend_);
+      dh0out = bf16_out(dh0, hstate, dh0_16_, backend_);
+      dc0out = bf16_out(dc0, cstate, dc0_16_, backend_);
     } else {
       if (!dy) {
         ensure(dy_zero_, backend_, static_cast<size_t>(rows) * Y * sizeof(float));
@@ -223,13 +225,13 @@ class CudnnLstm final : public Lstm {
     }
     const auto* seq = static_cast<const int32_t*>(train_.seq_lengths.data());
     CUDNN_CHECK(cudnnRNNBackwardData_v8(ctx_.cudnn, rnn_.get(), seq, train_.y.get(), saved_.y, dyin, train_.x.get(),
-                                        dxout, train_.h.get(), saved_.h0, dhnin, dh0out, train_.h.get(), saved_.c0,
+                                        dxout, train_.h.get(), saved_.h0, dhnin, dh0out, train_.c.get(), saved_.c0,
                                         dcnin, dc0out, weight_bytes_, w, workspace_bytes_, workspace_.data(),
                                         reserve_bytes_, reserve_.data()));
     if (bf16_) {
       from_bf16(static_cast<const uint16_t*>(dxout), rows * shape_.input, dx, st);
-      from_bf16(static_cast<const uint16_t*>(dh0out), state, dh0, st);
-      from_bf16(static_cast<const uint16_t*>(dc0out), state, dc0, st);
+      from_bf16(static_cast<const uint16_t*>(dh0out), hstate, dh0, st);
+      from_bf16(static_cast<const uint16_t*>(dc0out), cstate, dc0, st);
     }
     // In fp32 cuDNN adds into dweights itself; in bf16 the gradient lands in a zeroed bf16 buffer and is
     // then added to the fp32 one.
@@ -250,6 +252,10 @@ class CudnnLstm final : public Lstm {
   }
 
  private:
+  // Elements of h (R wide) and of c (H wide) for all layers and directions of a batch of B sequences.
+  int64_t h_elems(int B) const { return int64_t{shape_.layers} * directions_ * B * shape_.out(); }
+  int64_t c_elems(int B) const { return int64_t{shape_.layers} * directions_ * B * shape_.hidden; }
+
   // Takes the inter-layer dropout from dropout_: off (p = 0) until the first training forward seeds it.
   void set_rnn_descriptor() {
     CUDNN_CHECK(cudnnSetRNNDescriptor_v8(
@@ -260,7 +266,7 @@ class CudnnLstm final : public Lstm {
         // and for bf16 data with fp32 math it is what PyTorch's bf16 RNN uses (cuDNN >= 9.13, PR 164411):
         // tensor cores stay allowed, while CUDNN_TENSOR_OP_MATH with bf16 data is refused by some versions.
         ctx_.math == MathMode::fp32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH,
-        shape_.input, shape_.hidden, shape_.hidden /* projSize = hidden: no projection */, shape_.layers,
+        shape_.input, shape_.hidden, shape_.out() /* projSize: hidden when there is no projection */, shape_.layers,
         dropout_.get(), CUDNN_RNN_PADDED_IO_DISABLED));
   }
 
@@ -288,9 +294,11 @@ class CudnnLstm final : public Lstm {
                                           shape_.input, packing.lengths.data(), nullptr));
     CUDNN_CHECK(cudnnSetRNNDataDescriptor(d.y.get(), dtype_, CUDNN_RNN_DATA_LAYOUT_SEQ_MAJOR_PACKED, T, B,
                                           static_cast<int>(out_), packing.lengths.data(), nullptr));
-    const int dims[3] = {shape_.layers * directions_, B, shape_.hidden};
-    const int strides[3] = {B * shape_.hidden, shape_.hidden, 1};
-    CUDNN_CHECK(cudnnSetTensorNdDescriptor(d.h.get(), dtype_, 3, dims, strides));
+    for (auto [desc, width] : {std::pair{d.h.get(), shape_.out()}, std::pair{d.c.get(), shape_.hidden}}) {
+      const int dims[3] = {shape_.layers * directions_, B, width};
+      const int strides[3] = {B * width, width, 1};
+      CUDNN_CHECK(cudnnSetTensorNdDescriptor(desc, dtype_, 3, dims, strides));
+    }
     // The host lengths went into the descriptors; cuDNN also wants them in device memory.
     ensure(d.seq_lengths, backend_, static_cast<size_t>(B) * sizeof(int32_t));
     static_assert(sizeof(int) == sizeof(int32_t));
@@ -304,7 +312,7 @@ class CudnnLstm final : public Lstm {
     Buffer probe(backend_, weight_bytes_);
     const char* base = static_cast<const char*>(probe.data());
     TensorDesc mdesc, bdesc;
-    const int64_t H = shape_.hidden, elems = weight_elems();
+    const int64_t H = shape_.hidden, R = shape_.out(), P = shape_.proj, elems = weight_elems();
     auto numel = [](const TensorDesc& desc) {
       cudnnDataType_t type;
       int nb = 0, dims[8] = {0}, strides[8] = {0};
@@ -321,7 +329,7 @@ class CudnnLstm final : public Lstm {
         void *maddr = nullptr, *baddr = nullptr;
         CUDNN_CHECK(cudnnGetRNNWeightParams(ctx_.cudnn, rnn_.get(), pseudo, weight_bytes_, probe.data(), id,
                                             mdesc.get(), &maddr, bdesc.get(), &baddr));
-        const int64_t want_mat = H * (id < 4 ? in : H);
+        const int64_t want_mat = H * (id < 4 ? in : R);
         if (!maddr || !baddr || numel(mdesc) != want_mat || numel(bdesc) != H)
           throw Error(cat("cuDNN: unexpected LSTM parameter shapes in pseudo-layer ", pseudo, ", linLayerID ", id, " (matrix ",
                           numel(mdesc), " elements, want ", want_mat, "; bias ", numel(bdesc), ", want ", H, ")"));
@@ -333,16 +341,27 @@ class CudnnLstm final : public Lstm {
           if (off[first + g] != off[first] + g * size) return false;
         return off[first] >= 0 && off[first] + 4 * size <= elems;
       };
-      if (!contiguous(mat, 0, H * in) || !contiguous(mat, 4, H * H) || !contiguous(bias, 0, H) ||
+      if (!contiguous(mat, 0, H * in) || !contiguous(mat, 4, H * R) || !contiguous(bias, 0, H) ||
           !contiguous(bias, 4, H))
         throw Error(cat("cuDNN ", cudnnGetVersion(), " does not place the four gate matrices of LSTM layer ", l,
                         " back to back in PyTorch's order i, f, g, o, so the PyTorch-named parameters cannot be "
                         "views of its weight space; this build needs canonical parameters by copy"));
       const std::string s = cat("_l", l, dir ? "_reverse" : "");
       params_.push_back({"weight_ih" + s, mat[0], {4 * H, in}});
-      params_.push_back({"weight_hh" + s, mat[4], {4 * H, H}});
+      params_.push_back({"weight_hh" + s, mat[4], {4 * H, R}});
       params_.push_back({"bias_ih" + s, bias[0], {4 * H}});
       params_.push_back({"bias_hh" + s, bias[4], {4 * H}});
+      if (P > 0) {
+        // The recurrent projection: one P x H matrix, no bias (PyTorch's weight_hr, which has none either).
+        void *maddr = nullptr, *baddr = nullptr;
+        CUDNN_CHECK(cudnnGetRNNWeightParams(ctx_.cudnn, rnn_.get(), pseudo, weight_bytes_, probe.data(), 8,
+                                            mdesc.get(), &maddr, bdesc.get(), &baddr));
+        const int64_t at = maddr ? (static_cast<const char*>(maddr) - base) / static_cast<int64_t>(elem_) : -1;
+        if (!maddr || baddr || numel(mdesc) != P * H || at < 0 || at + P * H > elems)
+          throw Error(cat("cuDNN: unexpected LSTM projection in pseudo-layer ", pseudo, " (linLayerID 8: matrix ",
+                          numel(mdesc), " elements, want ", P * H, baddr ? ", and a bias" : "", ")"));
+        params_.push_back({"weight_hr" + s, at, {P, H}});
+      }
     }
   }
 
@@ -353,7 +372,7 @@ class CudnnLstm final : public Lstm {
   const cudnnDataType_t dtype_;  // of cuDNN's data, states and weight space
   const size_t elem_;            // bytes per value of those
   const int directions_;         // 2 when bidirectional
-  const int64_t out_;            // width of y's rows: directions * hidden
+  const int64_t out_;            // width of y's rows: directions * R
   RnnDesc rnn_;
   DropoutDesc dropout_;
   bool inter_layer_dropout_ = false, dropout_seeded_ = false;
@@ -367,7 +386,7 @@ class CudnnLstm final : public Lstm {
   size_t workspace_bytes_ = 0, reserve_bytes_ = 0;
   struct Saved {
     const void *x = nullptr, *y = nullptr, *h0 = nullptr, *c0 = nullptr;  // as cuDNN saw them
-    int64_t rows = 0, state = 0;
+    int64_t rows = 0, hstate = 0, cstate = 0;
     bool valid = false;
   } saved_;
 };

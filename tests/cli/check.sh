@@ -139,15 +139,14 @@ awk 'BEGIN { srand(3); for (i = 0; i < 400; i++) { line = (i % 3 ? "b" : "a") "\
 memory() {
   local name=$1 np=$2 data=$3
   shift 3
-  local args=(--train "$data/train.h5" --valid "$data/valid.h5" --device cpu "$@")
+  local args=(--train "$data/train.h5" --valid "$data/valid.h5" --device cpu --checkpoint-dir "mem_$name.ckpt" "$@")
   run "mem_$name" 0 mpirun --oversubscribe -np "$np" "$R" check "${args[@]}" || return
   local pr pb
   pr=$(sed -n 's/^PASS  memory .*resident_bytes=\([0-9]*\).*/\1/p' "mem_$name.out")
   pb=$(sed -n 's/^PASS  memory .*cpu_buffer_bytes=\([0-9]*\).*/\1/p' "mem_$name.out")
   [ -n "$pr" ] || { bad "mem_$name: no prediction: $(grep memory "mem_$name.out")"; return; }
   rm -f "mem_$name.jsonl"
-  [[ " $* " == *" --resume "* ]] || rm -rf "mem_$name.ckpt"
-  mpirun --oversubscribe -np "$np" "$R" train "${args[@]}" --checkpoint-dir "mem_$name.ckpt" --metrics "mem_$name.jsonl" \
+  mpirun --oversubscribe -np "$np" "$R" train "${args[@]}" --metrics "mem_$name.jsonl" \
     > "mem_$name.train" 2>&1 || { bad "mem_$name: train failed: $(tail -3 "mem_$name.train")"; return; }
   local mr mb
   mr=$(sed -n 's/.*"kind":"summary".*"peak_resident_bytes":\([0-9]*\).*/\1/p' "mem_$name.jsonl")
@@ -167,7 +166,7 @@ memory bf16_2ranks 2 long --hidden 512 --embed 64 --batch-size 16 --allreduce-dt
 # A resume loads the checkpoint whole before the first step; the prediction covers it.
 "$R" train --train zipf/train.h5 --hidden 512 --embed 512 --batch-size 64 --checkpoint-dir mem_resume.ckpt >/dev/null \
   || bad "mem_resume: first epoch"
-memory resume 1 zipf --hidden 512 --embed 512 --batch-size 64 --checkpoint-dir mem_resume.ckpt --resume --epochs 2
+memory resume 1 zipf --hidden 512 --embed 512 --batch-size 64 --resume --epochs 2
 # A run that cannot fit: one line naming the need, the memory and the fix, exit 1.
 run toobig 1 "$R" check --train data/train.h5 --hidden 30000 --embed 30000 --layers 2 --batch-size 4 \
   && has toobig "^FAIL  memory +$(hostname): its ranks need [0-9.]+ GiB of host memory, [0-9.]+ GiB is available; fix: lower --batch-size" \

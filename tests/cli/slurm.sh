@@ -111,7 +111,7 @@ rc=$?
 timeout 90 sbatch --wait --parsable -o smoke.out "$J/cpu_smoke.sbatch" > /dev/null
 rc=$?
 [ $rc -eq 0 ] && ok "cpu_smoke.sbatch (srun) exits 0" || bad "cpu_smoke.sbatch (srun): exit $rc: $(tail -3 smoke.out)"
-grep -q "rnn_dist check: 4 passed, 0 failed, 2 skipped" smoke.out && ok "pre-flight check passed" \
+grep -q "rnn_dist check: 5 passed, 0 failed, 2 skipped" smoke.out && ok "pre-flight check passed" \
   || bad "pre-flight check: $(grep -E 'FAIL|check:' smoke.out)"
 grep -q "^epoch 1 step 30/30 loss [0-9]" smoke.out && ok "loss logged" || bad "no loss line for step 30 in smoke.out"
 loads out/cpu-smoke-ckpt/step-00000030.h5 && ok "checkpoint written and loadable" || bad "smoke checkpoint: $(ls out/cpu-smoke-ckpt; cat eval.out)"
