@@ -15,17 +15,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$OUT"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
-# The fortunes corpus as in docs/benchmarks.md (prepared once per OUT_DIR): for the language models, and
-# labelled by the file each fortune came from for the classifier B.
-mapfile -t inputs < <(find /usr/share/games/fortunes -maxdepth 1 -type f ! -name '*.dat' ! -name '*.u8' | sort)
-[ ${#inputs[@]} -gt 0 ] || { echo "cpu_throughput: no fortune files in /usr/share/games/fortunes" >&2; exit 2; }
-for kind in data classify; do
-  [ -f "$OUT/$kind/train.h5" ] && continue
-  labels=()
-  [ $kind = classify ] && labels=(--label-from-file)
-  "$BUILD/rnn_prep" --input "${inputs[@]}" --output-dir "$OUT/$kind" --format records --record-sep '%' \
-    --tokenizer char --max-len 400 --valid-fraction 0.05 --seed 1 "${labels[@]}" > /dev/null
-done
+bash "$HERE/fortunes_data.sh" "$BUILD" "$OUT"
 
 REC="$OUT/cpu_throughput.dat"
 echo "# config ranks threads train_tokens_per_s achieved_gflops sgemm_gflops ratio eval_tokens_per_s peak_rss_mib baseline_rss_mib needed_mib loss_before loss_after" > "$REC"

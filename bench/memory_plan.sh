@@ -3,9 +3,8 @@
 # words trains with the adaptive softmax, and its memory stays flat from step to step. Prints
 # `rnn_dist check`'s predicted peak, the trainer's measured peak (resident and the backend's buffers) and
 # the resident memory at every logged step; fails unless the prediction is within 20% of the resident
-# peak, the buffers' at most 10% above the measured (the adaptive softmax's is a bound: every cluster
-# may take a whole batch), and the resident memory grows by less than 1% from the first logged step to
-# the last.
+# peak, the buffers' within 2%, and the resident memory grows by less than 1% from the first logged step
+# to the last.
 # usage: bench/memory_plan.sh BUILD_DIR [STEPS (default 200)] [WORDS (default 800000)]
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -45,6 +44,6 @@ awk -v pr="$pr" -v pb="$pb" -v mr="$mr" -v mb="$mb" -v f="$first" -v l="$last" -
   printf "vocabulary %d: predicted resident peak %.1f MiB, measured %.1f MiB (%.3f); buffers %.1f MiB, measured %.1f MiB (%.4f)\n",
     V, pr / 1048576, mr / 1048576, pr / mr, pb / 1048576, mb / 1048576, pb / mb
   printf "resident growth from the first logged step to the last: %+.2f%%\n", 100 * (l - f) / f
-  ok = pr / mr > 0.8 && pr / mr < 1.2 && pb / mb > 0.98 && pb / mb < 1.1 && (l - f) / f < 0.01
+  ok = pr / mr > 0.8 && pr / mr < 1.2 && pb / mb > 0.98 && pb / mb < 1.02 && (l - f) / f < 0.01
   print ok ? "memory_plan: OK" : "memory_plan: FAILED"
   exit !ok }'

@@ -47,38 +47,18 @@
 #include "rnn_dist/train/read_ahead.h"
 #include "rnn_dist/util/error.h"
 #include "rnn_dist/util/random.h"
-
-extern "C" void openblas_set_num_threads(int);
+#include "sgemm_ceiling.h"
 
 using namespace rnn_dist;
 using Clock = std::chrono::steady_clock;
 
 namespace {
 
-double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+using bench::seconds;
+using bench::sgemm_gflops;
 
 // The exit status of a run whose sgemm ceiling was disturbed: its ratio is not a result (nothing recorded).
 constexpr int kExitInvalid = 3;
-
-// OpenBLAS's own (multi-threaded) sgemm on square matrices (A·Bᵀ): this rank's share of the ceiling. The
-// best of five 0.4 s windows, since the machine's rate is what a window free of other work reaches.
-double sgemm_gflops(int n, int threads) {
-  openblas_set_num_threads(threads);
-  std::vector<float> a(size_t(n) * n, 0.5f), b(size_t(n) * n, 0.25f), c(size_t(n) * n, 0.0f);
-  cpu::gemm<float>(false, true, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);  // warm-up
-  double best = 0;
-  for (int window = 0; window < 5; ++window) {
-    int reps = 0;
-    auto t0 = Clock::now();
-    while (seconds(t0, Clock::now()) < 0.4) {
-      cpu::gemm<float>(false, true, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
-      ++reps;
-    }
-    best = std::max(best, 2.0 * n * n * double(n) * reps / seconds(t0, Clock::now()) / 1e9);
-  }
-  if (std::abs(c[0] - 0.125f * n) > 1e-3f * n) throw Error("sgemm check failed");
-  return best;
-}
 
 double rss_mib() {
   rusage ru{};

@@ -82,16 +82,15 @@ class CountingBackend final : public Backend {
   int read_ = 0;
 };
 
-// A batch of the file's task with these lengths (rows per sequence, longest first) and every target
-// (or label) `target`: what the memory of a pass depends on.
-Batch synthetic_batch(Task task, const std::vector<int>& lengths, int32_t target) {
+// A batch of the file's task with these lengths (rows per sequence, longest first) whose targets (or
+// labels) are `targets`, repeated or cut to the batch: what the memory of a pass depends on.
+Batch synthetic_batch(Task task, const std::vector<int>& lengths, const std::vector<int32_t>& targets) {
   Batch b;
   b.packing = Packing::from_lengths(lengths);
   b.inputs.assign(size_t(b.packing.rows()), 0);
-  if (task == Task::classify)
-    b.labels.assign(lengths.size(), target);
-  else
-    b.targets.assign(b.inputs.size(), target);
+  std::vector<int32_t>& t = task == Task::classify ? b.labels : b.targets;
+  t.resize(task == Task::classify ? lengths.size() : b.inputs.size());
+  for (size_t i = 0; i < t.size(); ++i) t[i] = targets[i % targets.size()];
   return b;
 }
 
@@ -111,7 +110,7 @@ std::vector<std::vector<int>> largest(const SequenceFile& file, const std::vecto
     std::vector<std::vector<int>> micro{lengths};
     if (parts > 1) {
       micro.clear();
-      for (const Batch& b : split_batch(synthetic_batch(Task::lm, lengths, 0), parts)) micro.push_back(b.packing.lengths);
+      for (const Batch& b : split_batch(synthetic_batch(Task::lm, lengths, {0}), parts)) micro.push_back(b.packing.lengths);
     }
     for (std::vector<int>& m : micro) {
       const int64_t r = std::accumulate(m.begin(), m.end(), int64_t{0});
@@ -123,10 +122,37 @@ std::vector<std::vector<int>> largest(const SequenceFile& file, const std::vecto
   return {most_rows, most_sequences};
 }
 
-// Every target a pass may route differently: the first id, and with the adaptive softmax each cluster's.
-std::vector<int32_t> routes(const ModelConfig& mc) {
-  std::vector<int32_t> out = {0};
-  for (int64_t c : mc.cutoffs) out.push_back(static_cast<int32_t>(c));
+// The most targets any one batch routes to each adaptive-softmax cluster (the batches' own targets,
+// read from the file: a cluster's workspaces grow with its rows), for batches load(0 .. steps-1).
+template <class Load>
+std::vector<int64_t> cluster_maxima(const ModelConfig& mc, int64_t steps, Load load) {
+  std::vector<int64_t> most(mc.cutoffs.size(), 0);
+  for (int64_t k = 0; k < steps; ++k) {
+    std::vector<int64_t> n(mc.cutoffs.size(), 0);
+    for (int32_t t : load(k).targets) {
+      const int64_t c = std::upper_bound(mc.cutoffs.begin(), mc.cutoffs.end(), int64_t{t}) - mc.cutoffs.begin();
+      if (c > 0) ++n[size_t(c - 1)];
+    }
+    for (size_t c = 0; c < n.size(); ++c) most[c] = std::max(most[c], n[c]);
+  }
+  return most;
+}
+
+// The targets of the passes to run: the first id everywhere; with the adaptive softmax, every cluster
+// its most rows in one batch at once (the routing's buffer holds them all), and each cluster alone (where
+// the rows cannot hold them all), the rest to the first id.
+std::vector<std::vector<int32_t>> routings(const ModelConfig& mc, int64_t rows, const std::vector<int64_t>& maxima) {
+  std::vector<std::vector<int32_t>> out = {{0}};
+  if (maxima.empty()) return out;
+  std::vector<int32_t> all(size_t(rows), 0);
+  for (size_t c = 0, at = 0; c < maxima.size(); ++c)
+    for (int64_t i = 0; i < maxima[c] && at < all.size(); ++i) all[at++] = static_cast<int32_t>(mc.cutoffs[c]);
+  out.push_back(std::move(all));
+  for (size_t c = 0; c < maxima.size(); ++c) {
+    std::vector<int32_t> t(size_t(rows), 0);
+    std::fill_n(t.begin(), std::min(rows, maxima[c]), static_cast<int32_t>(mc.cutoffs[c]));
+    out.push_back(std::move(t));
+  }
   return out;
 }
 
@@ -188,19 +214,32 @@ MemoryPlan plan_memory(const TrainerConfig& c, const SequenceFile& train, const 
   const Task task = train.task();
   const bool stream = c.batching == "stream";
   std::vector<std::vector<int>> train_batches, eval_batches;
+  std::vector<int64_t> train_maxima, eval_maxima;  // the adaptive softmax's rows per cluster
   int64_t columns = 0;
   if (stream) {
     StreamSource s(train, c.batch.batch_size, c.bptt, world, rank);
     columns = s.local_columns();
     train_batches = {std::vector<int>(size_t(columns), static_cast<int>(c.bptt))};
-    if (valid) eval_batches = train_batches;
+    if (mc.adaptive()) train_maxima = cluster_maxima(mc, s.steps_per_epoch(), [&](int64_t k) { return s.load(k); });
+    if (valid) {
+      eval_batches = train_batches;
+      StreamSource v(*valid, c.batch.batch_size, c.bptt, world, rank);
+      if (mc.adaptive()) eval_maxima = cluster_maxima(mc, v.steps_per_epoch(), [&](int64_t k) { return v.load(k); });
+    }
   } else {
     const BatchCut cut = cut_global_batches(train.offsets(), step_batching(c), world, framing_of(task));
     std::vector<SliceRange> mine;
     for (const GlobalBatch& g : cut.batches) mine.push_back(g.slices[size_t(rank)]);
     train_batches = largest(train, mine, c.accumulate);
-    if (valid)
-      eval_batches = largest(*valid, eval_slices(valid->offsets(), c.batch, world, rank, framing_of(task)), 1);
+    auto maxima = [&](const SequenceFile& f, const std::vector<SliceRange>& slices) {
+      return cluster_maxima(mc, int64_t(slices.size()), [&](int64_t k) { return load_batch(f, slices[size_t(k)]); });
+    };
+    if (mc.adaptive()) train_maxima = maxima(train, mine);
+    if (valid) {
+      const std::vector<SliceRange> eval = eval_slices(valid->offsets(), c.batch, world, rank, framing_of(task));
+      eval_batches = largest(*valid, eval, 1);
+      if (mc.adaptive()) eval_maxima = maxima(*valid, eval);
+    }
   }
   std::vector<Tensor> held;
   held.emplace_back(counter, std::vector<int64_t>{4});  // two doubles
@@ -219,13 +258,14 @@ MemoryPlan plan_memory(const TrainerConfig& c, const SequenceFile& train, const 
   // The passes: the largest training batches with every route of the targets, then evaluation's.
   const uint64_t seed = 1;
   int64_t host_scores = 0;
+  auto rows_of = [](const std::vector<int>& lengths) { return std::accumulate(lengths.begin(), lengths.end(), int64_t{0}); };
   for (const std::vector<int>& lengths : train_batches)
-    for (int32_t t : routes(mc)) {
+    for (const std::vector<int32_t>& t : routings(mc, rows_of(lengths), train_maxima)) {
       const float* h = stream ? held[1].data() : nullptr;
       model.forward_backward(synthetic_batch(task, lengths, t), 1.0f, seed, h, h, nullptr, nullptr);
     }
   for (const std::vector<int>& lengths : eval_batches)
-    for (int32_t t : routes(mc)) {
+    for (const std::vector<int32_t>& t : routings(mc, rows_of(lengths), eval_maxima)) {
       const Batch b = synthetic_batch(task, lengths, t);
       if (task == Task::lm) {
         model.evaluate(b);

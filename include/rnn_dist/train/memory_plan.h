@@ -1,7 +1,8 @@
 // Predicts one rank's peak memory for a training run before it starts (`rnn_dist check`): the model, its
 // optimizer and its workspaces are built, and the largest batches this rank will train and evaluate are
 // run, on a backend that allocates nothing and computes nothing but counts every allocation, through the
-// trainer's own code; the host's terms (the files' index, batches read ahead, checkpoint staging, the
+// trainer's own code (with the adaptive softmax, each cluster with the most rows any one batch routes
+// to it, read from the files); the host's terms (the files' index, batches read ahead, checkpoint staging, the
 // process itself) are added from the same sizes the trainer will use.
 #pragma once
 
