@@ -22,6 +22,7 @@ bf16 halves S. Sources of the figures are in FIGURES. Every number is printed wi
 on; the script checks that the model's pieces are consistent (efficiency in (0, 1], bf16 never slower).
 """
 import argparse
+import math
 import sys
 
 # Published figures (GB/s = 1e9 bytes/s; busbw as nccl-tests defines it).
@@ -42,28 +43,59 @@ ALPHA_IB = 5e-6  # per ring step across nodes (assumed: InfiniBand's ~1-2 us plu
 
 # Configurations as bench/train_throughput.cpp defines them (docs/benchmarks.md); tokens per GPU and step
 # are the benchmark batches: G 128 sequences of median 109 tokens, L 64 sequences of ~150 characters.
+# The vocabulary-scale models of issue 28 (W100k*: a 100k-word vocabulary, 64 sequences of 35 words per
+# GPU) with the full softmax, the adaptive softmax (cutoffs 4000,20000, div-value 4) and a projected LSTM
+# (P = 512) with tied embeddings. The adaptive softmax's cost depends on how many targets reach each
+# cluster: Zipf's law with exponent 1 is assumed (a share of ln(b/a) / ln V of the tokens for ranks a..b),
+# 28% beyond rank 4000 and 14% beyond 20000.
 CONFIGS = {
     "G": {"vocab": 10000, "embed": 512, "hidden": 1024, "layers": 2, "tokens": 128 * 109},
     "L": {"vocab": 117, "embed": 256, "hidden": 1024, "layers": 2, "tokens": 64 * 150},
+    "W100k full": {"vocab": 100000, "embed": 1024, "hidden": 1024, "layers": 2, "tokens": 64 * 35},
+    "W100k adaptive": {"vocab": 100000, "embed": 1024, "hidden": 1024, "layers": 2, "tokens": 64 * 35,
+                       "cutoffs": [4000, 20000], "div": 4},
+    "W100k proj+tied": {"vocab": 100000, "embed": 512, "hidden": 2048, "layers": 2, "tokens": 64 * 35,
+                        "proj": 512, "tied": True},
 }
 BUCKET_BYTES = 25 << 20  # --bucket-mb 25, PyTorch DDP's default
 
 
+def head(c):
+    """The output layer's parameters and forward FLOPs per token: full (tied: no matrix of its own) or adaptive."""
+    V, F = c["vocab"], c.get("proj") or c["hidden"]
+    if "cutoffs" not in c:
+        return (V if c.get("tied") else F * V + V), 2 * F * V
+    cut = c["cutoffs"] + [V]
+    params, flops = F * (cut[0] + len(c["cutoffs"])), 2 * F * (cut[0] + len(c["cutoffs"]))
+    for k in range(len(c["cutoffs"])):
+        h, size = int(F // c["div"] ** (k + 1)), cut[k + 1] - cut[k]
+        share = math.log(cut[k + 1] / cut[k]) / math.log(V)  # Zipf, exponent 1
+        params += F * h + h * size
+        flops += share * 2 * (F * h + h * size)
+    return params, flops
+
+
+def lstm_layer(c, l):
+    """Parameters and forward FLOPs per token of LSTM layer l (input, recurrence, projection)."""
+    E, H, P = c["embed"], c["hidden"], c.get("proj", 0)
+    R = P or H
+    inp = E if l == 0 else R
+    return 4 * H * (inp + R) + 8 * H + P * H, 2 * (4 * H * (inp + R) + P * H)
+
+
 def model_pieces(c):
     """The gradient regions in backward order (output layer first), with bytes and backward FLOPs per token."""
-    V, E, H, L = c["vocab"], c["embed"], c["hidden"], c["layers"]
-    pieces = [("head", 4 * (H * V + V), 2 * 2 * H * V)]  # backward = 2 x forward FLOPs
-    for l in reversed(range(L)):
-        inp = E if l == 0 else H
-        params = 4 * H * (inp + H) + 8 * H
-        pieces.append((f"layer {l}", 4 * params, 2 * 2 * 4 * H * (inp + H)))
-    pieces.append(("embedding", 4 * V * E, 0))
+    hp, hf = head(c)
+    pieces = [("head", 4 * hp, 2 * hf)]  # backward = 2 x forward FLOPs
+    for l in reversed(range(c["layers"])):
+        lp, lf = lstm_layer(c, l)
+        pieces.append((f"layer {l}", 4 * lp, 2 * lf))
+    pieces.append(("embedding", 4 * c["vocab"] * c["embed"], 0))
     return pieces
 
 
 def forward_flops(c):
-    V, E, H, L = c["vocab"], c["embed"], c["hidden"], c["layers"]
-    return 2 * H * V + sum(2 * 4 * H * ((E if l == 0 else H) + H) for l in range(L))
+    return head(c)[1] + sum(lstm_layer(c, l)[1] for l in range(c["layers"]))
 
 
 def allreduce_time(nbytes, gpus, per_node, cross_gbps, shared_nic):
