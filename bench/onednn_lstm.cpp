@@ -143,8 +143,8 @@ class OneDnnLstm {
     Shape& sh = shapes_[{T, N}];
     for (const User& u : user_) {
       Layer L;
-      // The initial states are given, as zeros: without them oneDNN 2.6's weight_hh gradient is wrong by up
-      // to 27% here (its first step's term is not zero), while every other result agrees.
+      // The initial states are given, as zeros: without them oneDNN 2.6.3's weight_hh gradient differed from
+      // ours by up to 27% here, while every other result agreed (docs/benchmarks.md).
       const dnnl::memory::desc src({T, N, u.in}, dt::f32, tag::tnc), dst({T, N, D * H}, dt::f32, tag::tnc),
           state({1, D, N, H}, dt::f32, tag::ldnc), none;
       const dnnl::memory::desc w_any({1, D, u.in, 4, H}, dt::f32, tag::any), wi_any({1, D, H, 4, H}, dt::f32, tag::any);

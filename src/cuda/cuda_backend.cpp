@@ -238,8 +238,7 @@ class CudaBackend final : public Backend {
     gemm(CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, x, in, dy, out, 1.0f, dw, in);
     if (db) {
       if (ones_.bytes() < static_cast<size_t>(rows) * sizeof(float)) {
-        ones_ = Buffer();
-        ones_ = Buffer(*this, static_cast<size_t>(rows) * sizeof(float) * 3 / 2 + 256);
+        ensure(ones_, *this, static_cast<size_t>(rows) * sizeof(float));
         const auto n_ones = static_cast<int64_t>(ones_.bytes() / sizeof(float));
         CUDA_LAUNCH_CHECK(launch_fill(static_cast<float*>(ones_.data()), n_ones, 1.0f, stream_.s));
       }
@@ -250,10 +249,7 @@ class CudaBackend final : public Backend {
 
   void cross_entropy(const float* logits, int64_t rows, int vocab, const int32_t* targets, float* dlogits,
                      float grad_scale, double* loss_sum) override {
-    if (static_cast<size_t>(rows) * sizeof(double) > row_loss_.bytes()) {
-      row_loss_ = Buffer();
-      row_loss_ = Buffer(*this, static_cast<size_t>(rows) * sizeof(double) * 3 / 2 + 256);
-    }
+    ensure(row_loss_, *this, static_cast<size_t>(rows) * sizeof(double));
     vocab_ = vocab;
     CUDA_LAUNCH_CHECK(launch_cross_entropy(logits, rows, vocab, targets, dlogits, grad_scale,
                                            static_cast<double*>(row_loss_.data()), partial(), loss_sum, bad_target(),
@@ -313,10 +309,7 @@ class CudaBackend final : public Backend {
   void upload_packing(const Packing& packing) {
     const size_t lb = packing.lengths.size() * sizeof(int32_t), ob = packing.step_offset.size() * sizeof(int64_t);
     const size_t need = (lb + 255) / 256 * 256 + ob;
-    if (packing_.bytes() < need) {
-      packing_ = Buffer();
-      packing_ = Buffer(*this, need * 3 / 2 + 256);
-    }
+    ensure(packing_, *this, need);
     packing_lengths_bytes_ = (lb + 255) / 256 * 256;
     upload(packing_.data(), packing.lengths.data(), lb);
     upload(static_cast<char*>(packing_.data()) + packing_lengths_bytes_, packing.step_offset.data(), ob);

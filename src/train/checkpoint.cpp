@@ -1,8 +1,6 @@
 // Checkpoint writing and reading (see checkpoint.h).
 #include "rnn_dist/train/checkpoint.h"
 
-#include "rnn_dist/train/memory_plan.h"
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>

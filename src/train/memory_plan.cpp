@@ -100,11 +100,13 @@ std::vector<int> slice_lengths(const SequenceFile& file, const SliceRange& s) {
   return lengths;
 }
 
-// Of the slices' batches (split into `parts` micro-batches), the ones with the most rows and with the
-// most sequences: the passes whose workspaces are largest.
+// Of the slices' batches (split into `parts` micro-batches), the ones with the most rows, the most
+// sequences, the most rows times sequences and the most steps: workspaces grow with rows, sequences,
+// both (the projection's backward) or steps (cuDNN's), so these passes reach every one's largest size.
 std::vector<std::vector<int>> largest(const SequenceFile& file, const std::vector<SliceRange>& slices, int parts) {
-  std::vector<int> most_rows, most_sequences;
-  int64_t rows = -1;
+  constexpr int kMeasures = 4;
+  std::vector<int> best[kMeasures];
+  int64_t most[kMeasures] = {-1, -1, -1, -1};
   for (const SliceRange& s : slices) {
     std::vector<int> lengths = slice_lengths(file, s);
     std::vector<std::vector<int>> micro{lengths};
@@ -113,13 +115,16 @@ std::vector<std::vector<int>> largest(const SequenceFile& file, const std::vecto
       for (const Batch& b : split_batch(synthetic_batch(Task::lm, lengths, {0}), parts)) micro.push_back(b.packing.lengths);
     }
     for (std::vector<int>& m : micro) {
-      const int64_t r = std::accumulate(m.begin(), m.end(), int64_t{0});
-      if (r > rows) rows = r, most_rows = m;
-      if (m.size() > most_sequences.size()) most_sequences = m;
+      const int64_t rows = std::accumulate(m.begin(), m.end(), int64_t{0}), seqs = int64_t(m.size());
+      const int64_t measure[kMeasures] = {rows, seqs, rows * seqs, m.front()};
+      for (int k = 0; k < kMeasures; ++k)
+        if (measure[k] > most[k]) most[k] = measure[k], best[k] = m;
     }
   }
-  if (most_rows.empty()) return {};
-  return {most_rows, most_sequences};
+  std::vector<std::vector<int>> out;
+  for (const std::vector<int>& b : best)
+    if (!b.empty() && std::find(out.begin(), out.end(), b) == out.end()) out.push_back(b);
+  return out;
 }
 
 // The most targets any one batch routes to each adaptive-softmax cluster (the batches' own targets,
@@ -170,8 +175,8 @@ int64_t index_bytes(const SequenceFile& f) {
 // A host Batch of `rows` rows and `batch` sequences: inputs and targets, the packing.
 int64_t batch_bytes(int64_t rows, int64_t batch) { return rows * 2 * 4 + batch * 2 * 8; }
 
-int64_t status_field(const char* name) {
-  std::ifstream f("/proc/self/status");
+int64_t proc_field(const char* file, const char* name) {
+  std::ifstream f(file);
   for (std::string line; std::getline(f, line);)
     if (line.rfind(name, 0) == 0) return std::atoll(line.c_str() + std::char_traits<char>::length(name)) * 1024;
   return 0;
@@ -196,8 +201,8 @@ std::string MemoryPlan::describe() const {
                    ", process ", bytes_text(process), ")");
 }
 
-MemoryPlan plan_memory(const TrainerConfig& c, const SequenceFile& train, const SequenceFile* valid, int world, int rank,
-                       Backend& target, const std::string& resume_from) {
+MemoryPlan plan_memory(const TrainerConfig& c, const SequenceFile& train, const std::vector<SequenceFile>& evaluated,
+                       int world, int rank, Backend& target, const std::string& resume_from) {
   CountingBackend counter(target);
   MemoryPlan plan;
   plan.cpu = target.device().type == DeviceType::cpu;
@@ -207,7 +212,7 @@ MemoryPlan plan_memory(const TrainerConfig& c, const SequenceFile& train, const 
   int64_t before = counter.bytes_in_use();
   Optimizer optimizer(counter, c.optimizer, model.num_params());
   plan.optimizer = counter.bytes_in_use() - before;
-  const int64_t model_held = counter.bytes_in_use();  // with the model's loss scalar
+  const int64_t model_held = plan.params + plan.grads + plan.optimizer;
 
   // The trainer's state: the step's scalars, the carried stream state (and evaluation's own copy),
   // the all-reduce's scratch (the hierarchical algorithm's padded copy, or the bf16 wire's).
@@ -221,10 +226,13 @@ MemoryPlan plan_memory(const TrainerConfig& c, const SequenceFile& train, const 
     columns = s.local_columns();
     train_batches = {std::vector<int>(size_t(columns), static_cast<int>(c.bptt))};
     if (mc.adaptive()) train_maxima = cluster_maxima(mc, s.steps_per_epoch(), [&](int64_t k) { return s.load(k); });
-    if (valid) {
+    for (const SequenceFile& f : evaluated) {
       eval_batches = train_batches;
-      StreamSource v(*valid, c.batch.batch_size, c.bptt, world, rank);
-      if (mc.adaptive()) eval_maxima = cluster_maxima(mc, v.steps_per_epoch(), [&](int64_t k) { return v.load(k); });
+      StreamSource v(f, c.batch.batch_size, c.bptt, world, rank);
+      if (!mc.adaptive()) continue;
+      const std::vector<int64_t> m = cluster_maxima(mc, v.steps_per_epoch(), [&](int64_t k) { return v.load(k); });
+      eval_maxima.resize(m.size());
+      for (size_t i = 0; i < m.size(); ++i) eval_maxima[i] = std::max(eval_maxima[i], m[i]);
     }
   } else {
     const BatchCut cut = cut_global_batches(train.offsets(), step_batching(c), world, framing_of(task));
@@ -235,25 +243,27 @@ MemoryPlan plan_memory(const TrainerConfig& c, const SequenceFile& train, const 
       return cluster_maxima(mc, int64_t(slices.size()), [&](int64_t k) { return load_batch(f, slices[size_t(k)]); });
     };
     if (mc.adaptive()) train_maxima = maxima(train, mine);
-    if (valid) {
-      const std::vector<SliceRange> eval = eval_slices(valid->offsets(), c.batch, world, rank, framing_of(task));
-      eval_batches = largest(*valid, eval, 1);
-      if (mc.adaptive()) eval_maxima = maxima(*valid, eval);
+    for (const SequenceFile& f : evaluated) {
+      const std::vector<SliceRange> eval = eval_slices(f.offsets(), c.batch, world, rank, framing_of(task));
+      for (std::vector<int>& b : largest(f, eval, 1)) eval_batches.push_back(std::move(b));
+      if (!mc.adaptive()) continue;
+      const std::vector<int64_t> m = maxima(f, eval);
+      eval_maxima.resize(m.size());
+      for (size_t i = 0; i < m.size(); ++i) eval_maxima[i] = std::max(eval_maxima[i], m[i]);
     }
   }
+  const int64_t before_held = counter.bytes_in_use();
   std::vector<Tensor> held;
   held.emplace_back(counter, std::vector<int64_t>{4});  // two doubles
   const int64_t state = int64_t{mc.layers} * columns * (mc.state_width() + mc.hidden);
   if (stream) held.emplace_back(counter, std::vector<int64_t>{state}), held.emplace_back(counter, std::vector<int64_t>{state});
   const bool reduces = world > 1, padded = c.allreduce == "hierarchical" || c.allreduce_dtype == "bf16";
   if (reduces && padded) {
-    // Per bucket with --overlap (a bound: the trainer decides overlap from the rank count), else whole.
-    const int64_t bucket = c.overlap == "off" ? model.num_params()
-                                              : std::min<int64_t>(model.num_params(), int64_t(c.bucket_mb) << 18);
-    const int64_t elems = c.allreduce_dtype == "bf16" ? (bucket + 1) / 2 : bucket;
+    // A padded copy of the gradients: all of them (with --overlap one report may send every bucket at once).
+    const int64_t n = model.num_params(), elems = c.allreduce_dtype == "bf16" ? (n + 1) / 2 : n;
     held.emplace_back(counter, std::vector<int64_t>{elems + 64});  // the padding to the local size
   }
-  plan.communication = counter.bytes_in_use() - model_held;
+  plan.communication = counter.bytes_in_use() - before_held;
 
   // The passes: the largest training batches with every route of the targets, then evaluation's.
   const uint64_t seed = 1;
@@ -284,21 +294,23 @@ MemoryPlan plan_memory(const TrainerConfig& c, const SequenceFile& train, const 
     seqs = std::max<int64_t>(seqs, int64_t(b.size()));
   }
   const int64_t step_rows = c.accumulate > 1 ? rows * c.accumulate : rows;
-  plan.data = index_bytes(train) + (valid ? index_bytes(*valid) : 0) + 4 * batch_bytes(step_rows, seqs * c.accumulate) +
+  plan.data = index_bytes(train) + 4 * batch_bytes(step_rows, seqs * c.accumulate) +
               (mc.adaptive() ? 3 * rows * 4 : 0) + host_scores;
-  // A checkpoint (with --checkpoint-dir) is written from host copies: the parameters and the largest tensor, then (the parameters
+  // A checkpoint (with --checkpoint-dir, by rank 0) is written from host copies: the parameters and the largest tensor, then (the parameters
   // freed) each optimizer state and its copy in file order. One is loaded whole: every state, then the
   // parameters with one tensor's copy.
   int64_t largest_slice = 0;
   for (const ParamSlice& s : model.param_slices()) largest_slice = std::max(largest_slice, numel_of(s.shape));
   const int64_t n = model.num_params() * 4, states = int64_t(optimizer.state().size());
-  if (!c.checkpoint_dir.empty()) plan.write = std::max<int64_t>(n + largest_slice * 4, states > 0 ? 2 * n : 0);
+  for (const SequenceFile& f : evaluated) plan.data += index_bytes(f);
+  if (!c.checkpoint_dir.empty() && rank == 0) plan.write = std::max<int64_t>(n + largest_slice * 4, states > 0 ? 2 * n : 0);
   if (!resume_from.empty()) plan.load = (states + 1) * n + largest_slice * 4;
   return plan;
 }
 
-int64_t resident_bytes() { return status_field("VmRSS:"); }
-int64_t peak_resident_bytes() { return status_field("VmHWM:"); }
+int64_t resident_bytes() { return proc_field("/proc/self/status", "VmRSS:"); }
+int64_t peak_resident_bytes() { return proc_field("/proc/self/status", "VmHWM:"); }
+int64_t available_memory_bytes() { return proc_field("/proc/meminfo", "MemAvailable:"); }
 
 std::string bytes_text(int64_t bytes) {
   char buf[32];

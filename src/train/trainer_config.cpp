@@ -74,7 +74,7 @@ std::vector<int64_t> cutoffs_of(const TrainerConfig& c) {
   return c.softmax == "adaptive" ? parse_cutoffs(c.cutoffs, cat("--cutoffs ", c.cutoffs)) : std::vector<int64_t>{};
 }
 
-void check_config(const TrainerConfig& c) {
+void check_values(const TrainerConfig& c) {
   check_run_options(c);
   positive("embed", c.model.embed);
   positive("hidden", c.model.hidden);
@@ -120,6 +120,10 @@ void check_config(const TrainerConfig& c) {
   if (c.max_steps < 0 || c.save_every < 0) throw InputError("--max-steps and --save-every must not be negative");
   if (!c.init_from.empty() && !std::filesystem::is_regular_file(c.init_from))
     throw InputError(cat("--init-from ", c.init_from, ": no such file"));
+}
+
+void check_config(const TrainerConfig& c) {
+  check_values(c);
   if (!c.checkpoint_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(c.checkpoint_dir, ec);

@@ -167,7 +167,7 @@ memory bf16_2ranks 2 long --hidden 512 --embed 64 --batch-size 16 --allreduce-dt
   || bad "mem_resume: first epoch"
 memory resume 1 zipf --hidden 512 --embed 512 --batch-size 64 --resume --epochs 2
 # A run that cannot fit: one line naming the need, the memory and the fix, exit 1.
-run toobig 1 "$R" check --train data/train.h5 --hidden 30000 --embed 30000 --layers 2 --batch-size 4 \
+run toobig 1 "$R" check --train data/train.h5 --device cpu --hidden 30000 --embed 30000 --layers 2 --batch-size 4 \
   && has toobig "^FAIL  memory +$(hostname): its ranks need [0-9.]+ GiB of host memory, [0-9.]+ GiB is available; fix: lower --batch-size" \
        "a model beyond the host's memory fails the memory check"
 

@@ -44,8 +44,11 @@ struct TrainerConfig {
   uint64_t seed = 1;
 };
 
-// Throws InputError naming the option when a value is out of range or values contradict each other.
+// Throws InputError naming the option when a value is out of range or values contradict each other, or
+// when --checkpoint-dir cannot be created and written (it is created).
 void check_config(const TrainerConfig& config);
+// check_config without the checkpoint directory: no side effects (`rnn_dist check` validates with it).
+void check_values(const TrainerConfig& config);
 // The adaptive softmax's cutoffs from --softmax and --cutoffs (checked by check_config; empty: full).
 std::vector<int64_t> cutoffs_of(const TrainerConfig& config);
 // The model the options describe for the training file's task, vocabulary and labels (InputError for an
