@@ -2,7 +2,7 @@
 # Installs the Debian packages rnn_dist needs when any is missing: as root with apt-get, otherwise it
 # prints the one command to run and fails; rnn_dist_build also builds the Release tree in build/. Sourced
 # by scripts/test.sh, demo.sh, classify_demo.sh, fuzz.sh and sanitize.sh.
-RNN_DIST_PACKAGES="build-essential cmake pkg-config xz-utils libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools libboost-program-options-dev libopenblas-dev libdnnl-dev libsentencepiece-dev python3-sentencepiece libgtest-dev fortunes slurm-wlm munge iproute2 strace python3-torch python3-h5py python3-onnx python3-matplotlib nodejs"
+RNN_DIST_PACKAGES="build-essential cmake pkg-config xz-utils libopenmpi-dev openmpi-bin libhdf5-dev hdf5-tools libboost-program-options-dev libopenblas-dev libdnnl-dev ocl-icd-opencl-dev libsentencepiece-dev python3-sentencepiece libgtest-dev fortunes slurm-wlm munge iproute2 strace python3-torch python3-h5py python3-onnx python3-matplotlib nodejs"
 # onnxruntime's CPU runtime for the ONNX export's test, from the npm registry into .cache/node (its install
 # script would fetch GPU extras, hence --ignore-scripts; the CPU binary ships inside the package).
 RNN_DIST_NPM_PACKAGES="onnxruntime-node@1.20.1"
