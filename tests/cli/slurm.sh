@@ -127,6 +127,15 @@ timeout 90 sbatch --wait --parsable -o missing.out "$J/cpu_smoke.sbatch" missing
 rc=$?
 [ $rc -ne 0 ] && grep -q "^FAIL  data .*out/missing.h5" missing.out && ! grep -q "^rnn_dist train:" missing.out \
   && ok "a failing pre-flight check stops the job before training (exit $rc)" || bad "missing data file: exit $rc: $(tail -3 missing.out)"
+# A check that dies of a signal (Open MPI's MPI_Init crash, issue 26 #7; here rank 1 killed as the ranks
+# connect) runs once more, and only once: failing again, it stops the job before training.
+RNN_DIST_TEST_FAIL=1:connect:kill timeout 120 sbatch --wait --parsable -o killed.out \
+  "$J/cpu_smoke.sbatch" "$J/cpu_smoke.conf" > /dev/null
+rc=$?
+[ $rc -ne 0 ] && [ "$(grep -c "pre-flight check died of signal [0-9]*; running it once more" killed.out)" -eq 1 ] \
+  && ! grep -q "^rnn_dist train:" killed.out \
+  && ok "a check that dies of a signal runs once more, then stops the job (exit $rc)" \
+  || bad "check killed by a signal: exit $rc: $(grep -E 'pre-flight|signal|train:' killed.out | head -5)"
 
 # scancel --signal=TERM signals the job steps: every rank finishes its step, rank 0 checkpoints, the job
 # ends normally; resubmitting resumes from that checkpoint.
