@@ -16,8 +16,8 @@
 # a fence with an error on a timeout; or the fragment was not ob1's (a tag outside 0x41-0x49). The next
 # crash tells them apart: the ompi_mpi_init frame's offset is the wait it was in (+0x6d4 the modex fence at
 # line 713, +0x93e the final fence at 904), and OMPI_MCA_rte_base_verbose=1 prints each rank's waits.
-# The next crash (2026-12-02, MODE sbatch, 40 runs with two busy loops, run 13; the core file in the
-# cluster's work directory): rank 0 of `rnn_dist check` called address 0 from mca_btl_tcp's receive
+# The next crash (2026-12-02, MODE sbatch with two busy loops, run 13; the core file in the cluster's
+# work directory): rank 0 of `rnn_dist check` called address 0 from mca_btl_tcp's receive
 # callback, called by opal_progress inside ompi_mpi_init + 0x6d4, the modex fence. The fragment arrived
 # while the rank still waited in the modex fence, before add_procs, so it was not a race with the final
 # fence. jobs/common.sh runs a pre-flight check that died of a signal once more.
