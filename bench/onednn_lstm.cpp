@@ -385,14 +385,6 @@ int main(int argc, char** argv) try {
     std::string worst_what;
     auto compare = [&](const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
       const double e = relative_error(got, want);
-      if (std::getenv("ONEDNN_LSTM_VERBOSE")) {
-        double gg = 0, ww = 0, gw = 0;
-        for (size_t i = 0; i < want.size(); ++i) gg += double(got[i]) * got[i], ww += double(want[i]) * want[i], gw += double(got[i]) * want[i];
-        std::cout << "  " << what << ": " << e << " |got| " << std::sqrt(gg) << " |want| " << std::sqrt(ww) << " cos " << gw / std::sqrt(gg * ww);
-        const size_t q = want.size() / 4;
-        for (int k = 0; k < 4; ++k) std::cout << " gate" << k << " " << relative_error(std::vector<float>(got.begin() + k * q, got.begin() + (k + 1) * q), std::vector<float>(want.begin() + k * q, want.begin() + (k + 1) * q));
-        std::cout << "\n";
-      }
       if (e > worst) worst = e, worst_what = what;
     };
     auto compare_grads = [&](const std::vector<LayerWeights>& got, const std::string& how) {

@@ -94,6 +94,8 @@ Batch synthetic_batch(Task task, const std::vector<int>& lengths, const std::vec
   return b;
 }
 
+int64_t rows_of(const std::vector<int>& lengths) { return std::accumulate(lengths.begin(), lengths.end(), int64_t{0}); }
+
 std::vector<int> slice_lengths(const SequenceFile& file, const SliceRange& s) {
   std::vector<int> lengths;
   for (int64_t i = s.begin; i < s.end; ++i) lengths.push_back(static_cast<int>(file.length(i) - framing_of(file.task())));
@@ -115,7 +117,7 @@ std::vector<std::vector<int>> largest(const SequenceFile& file, const std::vecto
       for (const Batch& b : split_batch(synthetic_batch(Task::lm, lengths, {0}), parts)) micro.push_back(b.packing.lengths);
     }
     for (std::vector<int>& m : micro) {
-      const int64_t rows = std::accumulate(m.begin(), m.end(), int64_t{0}), seqs = int64_t(m.size());
+      const int64_t rows = rows_of(m), seqs = int64_t(m.size());
       const int64_t measure[kMeasures] = {rows, seqs, rows * seqs, m.front()};
       for (int k = 0; k < kMeasures; ++k)
         if (measure[k] > most[k]) most[k] = measure[k], best[k] = m;
@@ -141,6 +143,12 @@ std::vector<int64_t> cluster_maxima(const ModelConfig& mc, int64_t steps, Load l
     for (size_t c = 0; c < n.size(); ++c) most[c] = std::max(most[c], n[c]);
   }
   return most;
+}
+
+// a[i] = max(a[i], b[i]), a grown to b's size.
+void keep_max(std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+  a.resize(std::max(a.size(), b.size()), 0);
+  for (size_t i = 0; i < b.size(); ++i) a[i] = std::max(a[i], b[i]);
 }
 
 // The targets of the passes to run: the first id everywhere; with the adaptive softmax, every cluster
@@ -229,10 +237,7 @@ MemoryPlan plan_memory(const TrainerConfig& c, const SequenceFile& train, const 
     for (const SequenceFile& f : evaluated) {
       eval_batches = train_batches;
       StreamSource v(f, c.batch.batch_size, c.bptt, world, rank);
-      if (!mc.adaptive()) continue;
-      const std::vector<int64_t> m = cluster_maxima(mc, v.steps_per_epoch(), [&](int64_t k) { return v.load(k); });
-      eval_maxima.resize(m.size());
-      for (size_t i = 0; i < m.size(); ++i) eval_maxima[i] = std::max(eval_maxima[i], m[i]);
+      if (mc.adaptive()) keep_max(eval_maxima, cluster_maxima(mc, v.steps_per_epoch(), [&](int64_t k) { return v.load(k); }));
     }
   } else {
     const BatchCut cut = cut_global_batches(train.offsets(), step_batching(c), world, framing_of(task));
@@ -246,10 +251,7 @@ MemoryPlan plan_memory(const TrainerConfig& c, const SequenceFile& train, const 
     for (const SequenceFile& f : evaluated) {
       const std::vector<SliceRange> eval = eval_slices(f.offsets(), c.batch, world, rank, framing_of(task));
       for (std::vector<int>& b : largest(f, eval, 1)) eval_batches.push_back(std::move(b));
-      if (!mc.adaptive()) continue;
-      const std::vector<int64_t> m = maxima(f, eval);
-      eval_maxima.resize(m.size());
-      for (size_t i = 0; i < m.size(); ++i) eval_maxima[i] = std::max(eval_maxima[i], m[i]);
+      if (mc.adaptive()) keep_max(eval_maxima, maxima(f, eval));
     }
   }
   const int64_t before_held = counter.bytes_in_use();
@@ -268,7 +270,6 @@ MemoryPlan plan_memory(const TrainerConfig& c, const SequenceFile& train, const 
   // The passes: the largest training batches with every route of the targets, then evaluation's.
   const uint64_t seed = 1;
   int64_t host_scores = 0;
-  auto rows_of = [](const std::vector<int>& lengths) { return std::accumulate(lengths.begin(), lengths.end(), int64_t{0}); };
   for (const std::vector<int>& lengths : train_batches)
     for (const std::vector<int32_t>& t : routings(mc, rows_of(lengths), train_maxima)) {
       const float* h = stream ? held[1].data() : nullptr;
@@ -290,19 +291,19 @@ MemoryPlan plan_memory(const TrainerConfig& c, const SequenceFile& train, const 
   // micro-batches), the adaptive softmax's routing of a batch's targets, evaluation's scores.
   int64_t rows = 0, seqs = 0;
   for (const std::vector<int>& b : train_batches) {
-    rows = std::max<int64_t>(rows, std::accumulate(b.begin(), b.end(), int64_t{0}));
+    rows = std::max(rows, rows_of(b));
     seqs = std::max<int64_t>(seqs, int64_t(b.size()));
   }
   const int64_t step_rows = c.accumulate > 1 ? rows * c.accumulate : rows;
   plan.data = index_bytes(train) + 4 * batch_bytes(step_rows, seqs * c.accumulate) +
               (mc.adaptive() ? 3 * rows * 4 : 0) + host_scores;
-  // A checkpoint (with --checkpoint-dir, by rank 0) is written from host copies: the parameters and the largest tensor, then (the parameters
-  // freed) each optimizer state and its copy in file order. One is loaded whole: every state, then the
-  // parameters with one tensor's copy.
+  for (const SequenceFile& f : evaluated) plan.data += index_bytes(f);
+  // A checkpoint (with --checkpoint-dir, by rank 0) is written from host copies: the parameters and the
+  // largest tensor, then (the parameters freed) each optimizer state and its copy in file order. One is
+  // loaded whole: every state, then the parameters with one tensor's copy.
   int64_t largest_slice = 0;
   for (const ParamSlice& s : model.param_slices()) largest_slice = std::max(largest_slice, numel_of(s.shape));
   const int64_t n = model.num_params() * 4, states = int64_t(optimizer.state().size());
-  for (const SequenceFile& f : evaluated) plan.data += index_bytes(f);
   if (!c.checkpoint_dir.empty() && rank == 0) plan.write = std::max<int64_t>(n + largest_slice * 4, states > 0 ? 2 * n : 0);
   if (!resume_from.empty()) plan.load = (states + 1) * n + largest_slice * 4;
   return plan;
