@@ -11,6 +11,8 @@
 #   RNN_DIST_CHECK        1 (default): run `rnn_dist check` before training and stop when it fails
 #   RNN_DIST_REQUEUE_WITHIN  requeue after a TERM only when the job has at most this many seconds left
 #                         (default 600: the time-limit signal requeues, a TERM sent by hand stops)
+#   RNN_DIST_RESTARTS     how many times training that died of a signal (a crash, not an error exit or a
+#                         stop) is started again, resuming from its latest checkpoint (default 1)
 
 : "${RNN_DIST_HOME:=${SLURM_SUBMIT_DIR:-$PWD}}"
 # A checkout's build/, or else where rnn_dist is installed (PREFIX/bin, with RNN_DIST_HOME=PREFIX/share/rnn_dist).
@@ -24,6 +26,7 @@ fi
 : "${RNN_DIST_SRUN_MPI:=pmix}"
 : "${RNN_DIST_CHECK:=1}"
 : "${RNN_DIST_REQUEUE_WITHIN:=600}"
+: "${RNN_DIST_RESTARTS:=1}"
 
 # Open MPI notices a node that stopped answering (a partition, a hung kernel) only through TCP keepalive
 # on its daemons' connections: by default after about 8 minutes, and never once mpirun has data queued
@@ -86,19 +89,27 @@ rnn_dist_time_left() {
 # is passed on to the ranks as USR1 (mpirun forwards USR1; on TERM it would kill the ranks): they finish
 # the current step, rank 0 writes a checkpoint, and they exit 0. Near the time limit the job then
 # requeues itself (this function then ends the script) and the next run resumes from that checkpoint.
+# Training that died of a signal (srun and mpirun exit with 128 + the signal) is started again, up to
+# RNN_DIST_RESTARTS times, and resumes exactly from its latest checkpoint: this covers Open MPI's crash in
+# MPI_Init (docs/testing.md) when it strikes the training step, and any other crash that loses a rank.
 rnn_dist_train() {
-  local config=$1 stop=0 rc=0 pid
+  local config=$1 stop=0 rc=0 pid restarts=0
   shift
   trap 'stop=1; rnn_dist_log "signal: asking the ranks to checkpoint and stop"; kill -USR1 "$pid" 2>/dev/null' TERM USR1
   rnn_dist_launcher
-  # Started directly in the background, so that $! is the launcher itself.
-  "${RNN_DIST_LAUNCH[@]}" "$RNN_DIST_BUILD/rnn_dist" train --config "$config" --resume "$@" &
-  pid=$!
-  # wait returns early when a trapped signal arrives; wait again until the launcher itself has ended.
   while :; do
-    rc=0
-    wait "$pid" || rc=$?
-    kill -0 "$pid" 2>/dev/null || break
+    # Started directly in the background, so that $! is the launcher itself.
+    "${RNN_DIST_LAUNCH[@]}" "$RNN_DIST_BUILD/rnn_dist" train --config "$config" --resume "$@" &
+    pid=$!
+    # wait returns early when a trapped signal arrives; wait again until the launcher itself has ended.
+    while :; do
+      rc=0
+      wait "$pid" || rc=$?
+      kill -0 "$pid" 2>/dev/null || break
+    done
+    [ "$stop" = 0 ] && [ "$rc" -gt 128 ] && [ "$restarts" -lt "$RNN_DIST_RESTARTS" ] || break
+    restarts=$((restarts + 1))
+    rnn_dist_log "training died of signal $((rc - 128)); restart $restarts of $RNN_DIST_RESTARTS, resuming from the latest checkpoint"
   done
   trap - TERM USR1
   if [ "$stop" = 1 ] && [ "$rc" = 0 ]; then

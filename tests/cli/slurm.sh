@@ -3,7 +3,8 @@
 # one-node cluster (configuration, state, spool and munge socket under a temporary directory, ports
 # chosen per run), then: jobs/prep.sbatch prepares the fortunes corpus; jobs/cpu_smoke.sbatch trains with
 # srun and with mpirun; a failing pre-flight check stops a job before training; `scancel --signal=TERM`
-# stops a job with a loadable checkpoint and a resubmission resumes from it; TERM to the batch shell (the
+# stops a job with a loadable checkpoint and a resubmission resumes from it; training killed by a signal
+# restarts and resumes (once; bitwise equal to an uninterrupted run); TERM to the batch shell (the
 # time-limit signal of train_node.sbatch) checkpoints, requeues and resumes; train_multinode.sbatch runs
 # the hierarchical all-reduce over two simulated nodes. Needs slurm-wlm, munge and fortunes
 # (scripts/deps.sh installs them; this test installs nothing). The daemons it started are stopped, by
@@ -82,6 +83,8 @@ SelectTypeParameters=CR_Core
 MpiDefault=pmix
 EnforcePartLimits=ALL
 ReturnToService=2
+# A killed rank's peers take srun's TERM as a stop request and wait for it until KILL, KillWait later.
+KillWait=5
 $(slurmd -C | head -1)
 PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 EOF
@@ -195,6 +198,32 @@ grep -q "JobState=COMPLETED" <<<"$info" && grep -q "Restarts=1 ExitCode=0:0" <<<
          echo "--- requeue.out (whole)"; cat requeue.out
          echo "--- slurmctld.log, job $id"; grep -E "JobId=$id|job_id=$id|JobID=$id|StepId=$id" "$S/log/slurmctld.log" | tail -40
          echo "--- slurmd.log, job $id"; grep -E "$id" "$S/log/slurmd.log" | tail -40; }
+
+# Training that dies of a signal is started again (RNN_DIST_RESTARTS, default once) and resumes from its
+# latest checkpoint. Rank 1 killed at every step 15: one restart from the checkpoint of step 10, no more.
+RNN_DIST_CHECK=0 RNN_DIST_TEST_FAIL=1:15:kill timeout 120 sbatch --wait --parsable -o crash.out \
+  "$J/cpu_smoke.sbatch" "$J/cpu_smoke.conf" --checkpoint-dir out/crash-ckpt > /dev/null
+rc=$?
+[ $rc -ne 0 ] && [ "$(grep -c "training died of signal 9; restart 1 of 1, resuming" crash.out)" -eq 1 ] \
+  && [ "$(grep -c "^resumed from out/crash-ckpt/step-00000010.h5 (step 10)" crash.out)" -eq 1 ] \
+  && [ "$(last_step out/crash-ckpt)" = 10 ] && ! grep -q "restart 2" crash.out \
+  && ok "training killed at step 15 restarts once from step 10, then the job fails (exit $rc)" \
+  || bad "training killed at every step 15: exit $rc: $(grep -E 'signal|restart|resumed|fresh' crash.out | head -5)"
+# A rank killed from outside once there is a checkpoint: the restart resumes from it and ends bitwise equal
+# to the requeued run above (the same 3000 steps, stopped and resumed there too).
+sbatch --parsable -o restart.out "${NODE_OPTS[@]}" "$J/train_node.sbatch" "$J/cpu_smoke.conf" "${LONG[@]}" \
+  --save-every 500 --max-steps 3000 --checkpoint-dir out/restart-ckpt > restart.id
+id=$(head -1 restart.id)
+for _ in $(seq 300); do [ -f out/restart-ckpt/step-00000500.h5 ] && break; sleep 0.2; done
+pkill -KILL -n -f "^$BUILD/rnn_dist train"
+for _ in $(seq 450); do scontrol show job "$id" | grep -qE "JobState=(COMPLETED|FAILED|CANCELLED|TIMEOUT)" && break; sleep 0.2; done
+n=$(sed -n 's/^resumed from out\/restart-ckpt\/step-0*\([0-9]*\)\.h5.*/\1/p' restart.out)
+scontrol show job "$id" | grep -q "JobState=COMPLETED" && grep -q "training died of signal 9; restart 1 of 1" restart.out \
+  && [ "${n:-0}" -ge 500 ] && [ "$n" -lt 3000 ] && [ "$(last_step out/restart-ckpt)" = 3000 ] \
+  && h5diff out/restart-ckpt/step-00003000.h5 out/requeue-ckpt/step-00003000.h5 /model > /dev/null \
+  && h5diff out/restart-ckpt/step-00003000.h5 out/requeue-ckpt/step-00003000.h5 /optimizer > /dev/null \
+  && ok "a rank killed after step $n: the job restarted, resumed from step $n and ended bitwise equal at step 3000" \
+  || bad "restart after a killed rank: $(scontrol show job "$id" | grep -oE "JobState=[^ ]*"): $(grep -E 'signal|restart|resumed|fresh|error' restart.out | head -5)"
 
 cp "$J/cpu_smoke.conf" twonodes.conf
 echo "ranks-per-node = 1" >> twonodes.conf
