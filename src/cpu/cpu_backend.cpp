@@ -76,7 +76,7 @@ class CpuLstm final : public Lstm {
       in_.emplace_back(backend, std::vector<int64_t>{0});
       reversed_in_.emplace_back(backend, std::vector<int64_t>{0});
     }
-    for (Tensor* t : {&workspace_, &grad_a_, &grad_b_, &infer_ws_, &dir_y_, &dir_dy_, &dir_dx_, &reversed_x_})
+    for (Tensor* t : {&workspace_, &grad_a_, &grad_b_, &infer_ws_, &dir_y_, &dir_dy_, &dir_dx_, &reversed_x_, &packed_})
       *t = Tensor(backend, {0});
   }
 
@@ -110,7 +110,7 @@ class CpuLstm final : public Lstm {
         cpu::lstm_layer_forward<float>(packing, layer(weights, l, d), d ? reversed_in_[l].data() : input,
                                        h0 ? h0 + k * bh : nullptr, c0 ? c0 + k * bc : nullptr, dir_out,
                                        hn ? hn + k * bh : nullptr, cn ? cn + k * bc : nullptr,
-                                       cpu::lstm_cache_view(cache_[k].data(), rows, H, P), &team_);
+                                       cpu::lstm_cache_view(cache_[k].data(), rows, H, P), &team_, packed_.data());
         if (dirs_ == 2) copy_block(dir_out, R, 0, out, W, d * R, R, rows, d ? &perm_ : nullptr);
       }
       if (!top) {
@@ -152,7 +152,7 @@ class CpuLstm final : public Lstm {
                                         cpu::lstm_cache_view(cache_[k].data(), rows, H, P), dir_dy,
                                         dhn ? dhn + k * bh : nullptr, dcn ? dcn + k * bc : nullptr, dir_dx,
                                         dh0 ? dh0 + k * bh : nullptr, dc0 ? dc0 + k * bc : nullptr,
-                                        grads(dweights, l, d), workspace_.data(), &team_);
+                                        grads(dweights, l, d), workspace_.data(), &team_, packed_.data());
         if (dirs_ == 2 && din) copy_block(dir_dx, in, 0, din, in, 0, in, rows, d ? &perm_ : nullptr, d == 1);
       }
       // Layer l's weights (both directions) are final, and so are those of every layer above it.
@@ -169,6 +169,7 @@ class CpuLstm final : public Lstm {
     // outputs of layers 0 .. L-2 in inference, the input gradients of layers 1 .. L-1 in training (W wide).
     const int64_t widest_in = shape_.layers > 1 ? std::max<int64_t>(shape_.input, W) : shape_.input;
     if (dirs_ == 2) dir_y_.resize({rows, R});
+    packed_.resize(static_cast<int64_t>(cpu::lstm_packed_elems(H, P, team_.size())));
     if (!training) {
       infer_ws_.resize(static_cast<int64_t>(cpu::lstm_inference_workspace_elems(rows, packing.batch(), H, P)));
       for (int l = 0; l + 1 < shape_.layers; ++l) ((l % 2) ? grad_a_ : grad_b_).resize({rows, W});
@@ -215,7 +216,7 @@ class CpuLstm final : public Lstm {
         cpu::lstm_layer_inference<float>(packing, layer(weights, l, d), d ? reversed_x_.data() : input,
                                          h0 ? h0 + k * bh : nullptr, c0 ? c0 + k * bc : nullptr, dir_out,
                                          hn ? hn + k * bh : nullptr, cn ? cn + k * bc : nullptr, infer_ws_.data(),
-                                         &team_);
+                                         &team_, packed_.data());
         if (dirs_ == 2) copy_block(dir_out, R, 0, out, W, d * R, R, rows, d ? &perm_ : nullptr);
       }
       input = out;
@@ -253,6 +254,7 @@ class CpuLstm final : public Lstm {
   // Backward workspace; the input gradients of layers > 0 (in inference: the layer outputs); inference
   // workspace; one direction's output, output gradient and input gradient; inference's reversed input.
   Tensor workspace_, grad_a_, grad_b_, infer_ws_, dir_y_, dir_dy_, dir_dx_, reversed_x_;
+  Tensor packed_;  // the recurrent weights packed for the time loop (cpu::lstm_packed_elems), any layer's
 };
 
 class CpuBackend final : public Backend {

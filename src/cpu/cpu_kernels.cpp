@@ -10,6 +10,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "rnn_dist/cpu/packed_gemm.h"
 #include "rnn_dist/util/error.h"
 
 namespace rnn_dist::cpu {
@@ -377,7 +378,62 @@ void gate_gemm(int m, int H, int j0, int j1, int k, const T* a, const T* w, T be
             gates + q * H + j0, 4 * H);
 }
 
+// Output columns of the projection go to members in multiples of 16: OpenBLAS 0.3.21's small-matrix
+// kernel for a non-transposed product mallocs a buffer on every call whose N is not a multiple of 16,
+// which a step of dL/dh_{t-1} = dG_t W_hh[:, p0:p1] would then do every time step.
+constexpr int64_t kProjColumns = 16;
+
+// Member m's part of the packed recurrent weights (float only; null without them), each member's the same
+// size: units [j0, j1) of every gate block of W_hh for the forward pass (4 blocks of packed_elems(R,
+// j1 - j0)), or the columns of W_hh that give the member's part of dh_{t-1} for the backward pass (K = 4H).
+float* member_packed(float* packed, int H, int P, int members, int m) {
+  if (packed == nullptr) return nullptr;
+  return packed + static_cast<int64_t>(m) * static_cast<int64_t>(lstm_packed_elems(H, P, members) / members);
+}
+
+// Packs units [j0, j1) of each gate block of w_hh (4H x R) as the transposes the forward products need.
+void pack_gate_blocks(const float* w_hh, int H, int R, int j0, int j1, float* packed) {
+  const size_t block = packed_elems(R, j1 - j0);
+  for (int q = 0; q < 4; ++q) pack_b(w_hh + static_cast<int64_t>(q * H + j0) * R, 1, R, R, j1 - j0, packed + q * block);
+}
+
+// gates[:, units j0..j1 of each gate block] += h (m x R) W_hh^T: the packed product when the weights were
+// packed (float), else BLAS.
+template <class T>
+void recurrent_gates(int m, int H, int j0, int j1, int R, const T* h, const T* w_hh, const float* packed, T* gates) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (packed != nullptr) {
+      const size_t block = packed_elems(R, j1 - j0);
+      for (int q = 0; q < 4; ++q)
+        packed_gemm(m, j1 - j0, R, h, R, packed + q * block, true, gates + q * H + j0, 4 * H);
+      return;
+    }
+  }
+  gate_gemm<T>(m, H, j0, j1, R, h, w_hh, T(1), gates);
+}
+
+// Columns [c0, c1) of dh (m x R) = dG (m x 4H) W_hh (4H x R): packed (float, with packed weights) or BLAS.
+template <class T>
+void recurrent_dh(int m, int c0, int c1, int G, const T* dg, const T* w_hh, int R, const float* packed, T* dh) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (packed != nullptr) return packed_gemm(m, c1 - c0, G, dg, G, packed, false, dh + c0, R);
+  }
+  gemm<T>(false, false, m, c1 - c0, G, T(1), dg, G, w_hh + c0, R, T(0), dh + c0, R);
+}
+
 }  // namespace
+
+size_t lstm_packed_elems(int hidden, int proj, int members) {
+  const int R = proj > 0 ? proj : hidden;
+  size_t stride = 0;
+  for (int m = 0; m < members; ++m) {
+    const auto [j0, j1] = share(hidden, members, m, kLanes);
+    const auto [p0, p1] = share(R, members, m, kProjColumns);
+    const int units = static_cast<int>(j1 - j0), cols = static_cast<int>(proj > 0 ? p1 - p0 : j1 - j0);
+    stride = std::max({stride, 4 * packed_elems(R, units), packed_elems(4 * hidden, cols)});
+  }
+  return stride * static_cast<size_t>(members);
+}
 
 size_t lstm_inference_workspace_elems(int64_t rows, int batch, int hidden, int proj) {
   if (proj > 0) return lstm_cache_elems(rows, hidden, proj);
@@ -398,11 +454,6 @@ void copy_final_states(const Packing& packing, const T* y, int R, int q0, int q1
   }
 }
 
-// Output columns of the projection go to members in multiples of 16: OpenBLAS 0.3.21's small-matrix
-// kernel for a non-transposed product mallocs a buffer on every call whose N is not a multiple of 16,
-// which a step of dL/dh_{t-1} = dG_t W_hh[:, p0:p1] would then do every time step.
-constexpr int64_t kProjColumns = 16;
-
 // The layer with a projection (nn.LSTM(proj_size=P)) goes through lstm_layer_forward too, and backward
 // through lstm_proj_backward: members own hidden units [j0, j1) for the gates and the cell, as without
 // one, and output columns [p0, p1) of h_t = m_t W_hr^T.
@@ -412,7 +463,7 @@ constexpr int64_t kProjColumns = 16;
 template <class T>
 void lstm_proj_backward(const Packing& packing, const LstmLayerParams<T>& p, const T* x, const T* c0,
                         LstmLayerCache<T> cache, const T* dy, const T* dhn, const T* dcn, T* dx, T* dh0, T* dc0,
-                        LstmLayerGrads<T> grads, T* workspace, Team* team) {
+                        LstmLayerGrads<T> grads, T* workspace, Team* team, float* packed) {
   const int H = p.hidden, P = p.proj, G = 4 * H, I = p.input, B = packing.batch();
   const int rows = blas_dim(packing.rows());
   T* dgates = cache.gates;
@@ -429,6 +480,9 @@ void lstm_proj_backward(const Packing& packing, const LstmLayerParams<T>& p, con
   parallel(team, [&](int m, int members) {
     const auto [j0, j1] = int_share(H, members, m, kLanes);
     const auto [p0, p1] = int_share(P, members, m, kProjColumns);
+    float* mine = member_packed(packed, H, P, members, m);
+    if constexpr (std::is_same_v<T, float>)
+      if (mine != nullptr) pack_b(p.w_hh + p0, P, 1, G, p1 - p0, mine);
     for (int b = 0; b < B; ++b) {
       for (int k = p0; k < p1; ++k) dh[int64_t{b} * P + k] = dhn ? dhn[int64_t{b} * P + k] : T(0);
       for (int j = j0; j < j1; ++j) dc[int64_t{b} * H + j] = dcn ? dcn[int64_t{b} * H + j] : T(0);
@@ -443,7 +497,7 @@ void lstm_proj_backward(const Packing& packing, const LstmLayerParams<T>& p, con
       T* dg_t = dgates + off * G;
       cell_backward(bt, H, j0, j1, dg_t, cache.cell + off * H, c_prev, dm, nullptr, dc);
       sync(team);
-      if (t > 0 || dh0 != nullptr) gemm<T>(false, false, bt, p1 - p0, G, T(1), dg_t, G, p.w_hh + p0, P, T(0), dh + p0, P);
+      if (t > 0 || dh0 != nullptr) recurrent_dh<T>(bt, p0, p1, G, dg_t, p.w_hh, P, mine, dh);
       if (t > 0) whole_dh(t - 1, p0, p1);
       sync(team);
     }
@@ -475,13 +529,16 @@ void lstm_proj_backward(const Packing& packing, const LstmLayerParams<T>& p, con
 template <class T>
 void lstm_layer_forward(const Packing& packing, const LstmLayerParams<T>& p, const T* x, Nullable<const T> h0,
                         Nullable<const T> c0, T* y, Nullable<T> hn, Nullable<T> cn, LstmLayerCache<T> cache,
-                        Team* team) {
+                        Team* team, float* packed) {
   const int H = p.hidden, R = p.out(), I = p.input;
   const bool proj = p.proj > 0;
   const int rows = blas_dim(packing.rows());
   parallel(team, [&](int m, int members) {
     const auto [j0, j1] = int_share(H, members, m, kLanes);
     const auto [q0, q1] = proj ? int_share(R, members, m, kProjColumns) : std::pair{j0, j1};
+    float* mine = member_packed(packed, H, p.proj, members, m);
+    if constexpr (std::is_same_v<T, float>)
+      if (mine != nullptr) pack_gate_blocks(p.w_hh, H, R, j0, j1, mine);
     // Input projection of every step at once; the biases are added in the cell update.
     gate_gemm<T>(rows, H, j0, j1, I, x, p.w_ih, T(0), cache.gates);
     for (int t = 0; t < packing.steps(); ++t) {
@@ -491,7 +548,7 @@ void lstm_layer_forward(const Packing& packing, const LstmLayerParams<T>& p, con
       // contributes nothing. cache.h_prev keeps it row by row for the single dW_hh GEMM of backward.
       const T* h_prev = t > 0 ? y + packing.step_offset[t - 1] * R : h0;
       if (h_prev != nullptr) {
-        gate_gemm<T>(bt, H, j0, j1, R, h_prev, p.w_hh, T(1), cache.gates + off * 4 * H);
+        recurrent_gates<T>(bt, H, j0, j1, R, h_prev, p.w_hh, mine, cache.gates + off * 4 * H);
         copy_cols(h_prev, bt, R, q0, q1, cache.h_prev + off * R);
       } else {
         for (int b = 0; b < bt; ++b) std::fill(cache.h_prev + (off + b) * R + q0, cache.h_prev + (off + b) * R + q1, T(0));
@@ -511,16 +568,20 @@ void lstm_layer_forward(const Packing& packing, const LstmLayerParams<T>& p, con
 
 template <class T>
 void lstm_layer_inference(const Packing& packing, const LstmLayerParams<T>& p, const T* x, Nullable<const T> h0,
-                          Nullable<const T> c0, T* y, Nullable<T> hn, Nullable<T> cn, T* workspace, Team* team) {
+                          Nullable<const T> c0, T* y, Nullable<T> hn, Nullable<T> cn, T* workspace, Team* team,
+                          float* packed) {
   if (p.proj > 0)  // the training pass into a cache in the workspace, which inference then drops
     return lstm_layer_forward<T>(packing, p, x, h0, c0, y, hn, cn,
-                                 lstm_cache_view(workspace, packing.rows(), p.hidden, p.proj), team);
+                                 lstm_cache_view(workspace, packing.rows(), p.hidden, p.proj), team, packed);
   const int H = p.hidden, G = 4 * H, I = p.input, B = packing.batch();
   const int64_t chunk = inference_chunk_rows(packing.rows(), B);
   T* gates = workspace;         // chunk x 4H: pre-activations of the steps in the current chunk
   T* cell = gates + chunk * G;  // B x H: each sequence's c, updated in place; a finished one keeps its last
   parallel(team, [&](int m, int members) {
     const auto [j0, j1] = int_share(H, members, m, kLanes);
+    float* mine = member_packed(packed, H, 0, members, m);
+    if constexpr (std::is_same_v<T, float>)
+      if (mine != nullptr) pack_gate_blocks(p.w_hh, H, H, j0, j1, mine);
     for (int b = 0; b < B; ++b) {
       T* c = cell + static_cast<int64_t>(b) * H;
       if (c0 != nullptr)
@@ -539,7 +600,7 @@ void lstm_layer_inference(const Packing& packing, const LstmLayerParams<T>& p, c
         const int64_t off = packing.step_offset[t];
         T* g = gates + (off - base) * G;
         const T* h_prev = t > 0 ? y + packing.step_offset[t - 1] * H : h0;
-        if (h_prev != nullptr) gate_gemm<T>(bt, H, j0, j1, H, h_prev, p.w_hh, T(1), g);
+        if (h_prev != nullptr) recurrent_gates<T>(bt, H, j0, j1, H, h_prev, p.w_hh, mine, g);
         cell_forward(bt, H, j0, j1, g, p.b_ih, p.b_hh, nullptr, cell, y + off * H, false);
         sync(team);
       }
@@ -560,8 +621,9 @@ template <class T>
 void lstm_layer_backward(const Packing& packing, const LstmLayerParams<T>& p, const T* x, Nullable<const T> /*h0*/,
                          Nullable<const T> c0, LstmLayerCache<T> cache, Nullable<const T> dy, Nullable<const T> dhn,
                          Nullable<const T> dcn, Nullable<T> dx, Nullable<T> dh0, Nullable<T> dc0,
-                         LstmLayerGrads<T> grads, T* workspace, Team* team) {
-  if (p.proj > 0) return lstm_proj_backward<T>(packing, p, x, c0, cache, dy, dhn, dcn, dx, dh0, dc0, grads, workspace, team);
+                         LstmLayerGrads<T> grads, T* workspace, Team* team, float* packed) {
+  if (p.proj > 0)
+    return lstm_proj_backward<T>(packing, p, x, c0, cache, dy, dhn, dcn, dx, dh0, dc0, grads, workspace, team, packed);
   const int H = p.hidden, G = 4 * H, I = p.input, B = packing.batch();
   const int rows = blas_dim(packing.rows());
   const size_t state = static_cast<size_t>(B) * H;
@@ -570,6 +632,9 @@ void lstm_layer_backward(const Packing& packing, const LstmLayerParams<T>& p, co
   T* dc = dh + state;
   parallel(team, [&](int m, int members) {
     const auto [j0, j1] = int_share(H, members, m, kLanes);
+    float* mine = member_packed(packed, H, 0, members, m);
+    if constexpr (std::is_same_v<T, float>)
+      if (mine != nullptr) pack_b(p.w_hh + j0, H, 1, G, j1 - j0, mine);
     // A sequence not yet reached (going backward) keeps dhn/dcn in dh/dc until its last step comes up.
     for (int b = 0; b < B; ++b) {
       const int64_t s = static_cast<int64_t>(b) * H;
@@ -591,7 +656,7 @@ void lstm_layer_backward(const Packing& packing, const LstmLayerParams<T>& p, co
       sync(team);
       // dh_{t-1} of the active sequences; at t = 0 it is dh0, skipped when not wanted.
       if (t > 0 || dh0 != nullptr)
-        gemm<T>(false, false, bt, j1 - j0, G, T(1), dg_t, G, p.w_hh + j0, H, T(0), dh + j0, H);
+        recurrent_dh<T>(bt, j0, j1, G, dg_t, p.w_hh, H, mine, dh);
     }
     for (int b = 0; b < B; ++b) {
       const int64_t s = static_cast<int64_t>(b) * H;
@@ -758,12 +823,12 @@ void apply_mask(const T* x, const T* mask, int64_t n, T* y) {
   template void gemm<T>(bool, bool, int, int, int, T, const T*, int, const T*, int, T, T*, int);                 \
   template LstmLayerCache<T> lstm_cache_view<T>(T*, int64_t, int, int);                                          \
   template void lstm_layer_forward<T>(const Packing&, const LstmLayerParams<T>&, const T*, const T*, const T*, T*, \
-                                      T*, T*, LstmLayerCache<T>, Team*);                                         \
+                                      T*, T*, LstmLayerCache<T>, Team*, float*);                                 \
   template void lstm_layer_inference<T>(const Packing&, const LstmLayerParams<T>&, const T*, const T*, const T*,   \
-                                        T*, T*, T*, T*, Team*);                                                   \
+                                        T*, T*, T*, T*, Team*, float*);                                           \
   template void lstm_layer_backward<T>(const Packing&, const LstmLayerParams<T>&, const T*, const T*, const T*,    \
                                        LstmLayerCache<T>, const T*, const T*, const T*, T*, T*, T*,              \
-                                       LstmLayerGrads<T>, T*, Team*);                                            \
+                                       LstmLayerGrads<T>, T*, Team*, float*);                                    \
   template void embedding_forward<T>(const int32_t*, int64_t, const T*, int, T*, Team*);                         \
   template void embedding_backward<T>(const int32_t*, int64_t, const T*, int, T*, Team*);                        \
   template void linear_forward<T>(const T*, int64_t, int, const T*, const T*, int, T*, Team*);                   \

@@ -1,13 +1,14 @@
 // CPU reference kernels of the model (packed-batch LSTM layer, embedding, linear, cross-entropy, dropout
 // mask), templated on the scalar type: float for training, double for finite-difference tests. They are the
 // oracle the GPU and multi-rank paths are checked against. All matrices are row-major; every matrix product
-// goes through BLAS.
+// goes through BLAS, except the float LSTM's per-step recurrent ones given packed weights (packed_gemm.h).
 //
 // Gradient convention: weight and bias gradients are ACCUMULATED (+=) into caller-zeroed buffers; gradients
 // with respect to inputs and initial states (dx, dh0, dc0) are OVERWRITTEN.
 //
 // Threads: every kernel takes an optional Team (nullptr = the calling thread alone) and splits its work over
-// the team's members, each calling single-threaded BLAS. The LSTM gives each member a range of hidden units
+// the team's members, each calling single-threaded BLAS (or, for the LSTM's per-step recurrent products in
+// float, the packed kernel of packed_gemm.h). The LSTM gives each member a range of hidden units
 // for the whole time loop, so a time step costs one barrier.
 #pragma once
 
@@ -76,13 +77,19 @@ size_t lstm_backward_workspace_elems(int64_t rows, int batch, int hidden, int pr
 // projection; with one, a training cache's).
 size_t lstm_inference_workspace_elems(int64_t rows, int batch, int hidden, int proj = 0);
 
+// Elements of the recurrent weights packed for the time loop's products (cpu/packed_gemm.h) by the
+// float kernels below, which take them as `packed` (a scratch buffer they fill on every call: null = BLAS,
+// and null for double), for a team of `members`. One buffer serves every layer of a stack one after
+// another.
+size_t lstm_packed_elems(int hidden, int proj, int members);
+
 // Forward pass of one layer over a packed batch.
 // x: rows x input. h0: B x R, c0: B x H initial states, nullptr for zeros. y: rows x R outputs.
 // hn (B x R), cn (B x H): final states, each sequence's taken at its own last step (nullptr = not needed).
 template <class T>
 void lstm_layer_forward(const Packing& packing, const LstmLayerParams<T>& p, const T* x, Nullable<const T> h0,
                         Nullable<const T> c0, T* y, Nullable<T> hn, Nullable<T> cn, LstmLayerCache<T> cache,
-                        Team* team = nullptr);
+                        Team* team = nullptr, float* packed = nullptr);
 
 // Forward pass of one layer that keeps nothing for a backward pass (evaluation, sampling): the same outputs
 // as lstm_layer_forward, in less memory and time. workspace: lstm_inference_workspace_elems(rows, batch,
@@ -90,7 +97,7 @@ void lstm_layer_forward(const Packing& packing, const LstmLayerParams<T>& p, con
 template <class T>
 void lstm_layer_inference(const Packing& packing, const LstmLayerParams<T>& p, const T* x, Nullable<const T> h0,
                           Nullable<const T> c0, T* y, Nullable<T> hn, Nullable<T> cn, T* workspace,
-                          Team* team = nullptr);
+                          Team* team = nullptr, float* packed = nullptr);
 
 // Backward pass of one layer, given the forward's inputs and cache. It overwrites cache.gates (with the
 // gate gradients), so each forward pass serves one backward pass.
@@ -102,7 +109,7 @@ template <class T>
 void lstm_layer_backward(const Packing& packing, const LstmLayerParams<T>& p, const T* x, Nullable<const T> h0,
                          Nullable<const T> c0, LstmLayerCache<T> cache, Nullable<const T> dy, Nullable<const T> dhn,
                          Nullable<const T> dcn, Nullable<T> dx, Nullable<T> dh0, Nullable<T> dc0,
-                         LstmLayerGrads<T> grads, T* workspace, Team* team = nullptr);
+                         LstmLayerGrads<T> grads, T* workspace, Team* team = nullptr, float* packed = nullptr);
 
 // Embedding lookup: out[r] = table[ids[r]] (rows x dim). ids must lie inside the table.
 template <class T>

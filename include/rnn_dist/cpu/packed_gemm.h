@@ -1,0 +1,32 @@
+// Small-M float matrix products against a matrix packed once: the recurrent products of the LSTM's time loop.
+//
+// At every time step the LSTM multiplies the batch's few rows (M = 32) by the same weights. OpenBLAS packs
+// those weights again on every call, and at that size the copy and the call cost as much as the
+// arithmetic (82 GFLOP/s on this host against 160 for a large sgemm, issue 29). Here the weights are packed
+// once per pass into panels of 16 columns, and a register-blocked kernel streams a panel pair from L1/L2
+// for every block of rows: 172 GFLOP/s on the same product. The kernel is compiled for AVX-512, AVX2 and
+// the x86-64 baseline, and the best the CPU runs is taken.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace rnn_dist::cpu {
+
+// Elements of B (k x n) packed: ceil(n / 16) panels of k x 16, the columns past n zero.
+size_t packed_elems(int k, int n);
+
+// Packs B (k x n) with B[i][j] = b[i * row_stride + j * col_stride]: row_stride 1 and col_stride ld pack
+// the transpose of a row-major n x k matrix (y = x W^T), row_stride ld and col_stride 1 a row-major k x n
+// one (y = x W).
+void pack_b(const float* b, int64_t row_stride, int64_t col_stride, int k, int n, float* packed);
+
+// C (m x n, leading dimension ldc) = A (m x k, lda) times the packed B, or += it with accumulate.
+// variant: -1 for the best this CPU runs, or one below packed_gemm_variants() (tests run each).
+void packed_gemm(int m, int n, int k, const float* a, int lda, const float* packed, bool accumulate, float* c,
+                 int ldc, int variant = -1);
+// How many variants this CPU runs (1 to 3: baseline, AVX2, AVX-512), and each one's name.
+int packed_gemm_variants();
+const char* packed_gemm_variant_name(int variant);
+
+}  // namespace rnn_dist::cpu

@@ -1,0 +1,184 @@
+// Small-M float products against packed weights (see packed_gemm.h).
+#include "rnn_dist/cpu/packed_gemm.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "rnn_dist/util/error.h"
+
+namespace rnn_dist::cpu {
+
+namespace {
+
+constexpr int kPanel = 16;  // columns per panel: one AVX-512 register of floats
+
+#if defined(__clang__)
+#pragma clang diagnostic ignored "-Wpsabi"
+#elif defined(__GNUC__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+// Sixteen float lanes: one register on AVX-512, two on AVX2, four on the baseline. Only always-inlined
+// code below uses the type, so no call passes it.
+using F16 = float __attribute__((vector_size(64)));
+
+#define RNN_DIST_INLINE [[gnu::always_inline]] inline
+#if defined(__GNUC__) && !defined(__clang__)
+#define RNN_DIST_UNROLL _Pragma("GCC unroll 16")
+#else
+#define RNN_DIST_UNROLL _Pragma("unroll")
+#endif
+
+RNN_DIST_INLINE F16 load16(const float* p) {
+  F16 v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+RNN_DIST_INLINE void store16(float* p, const F16& v) { std::memcpy(p, &v, sizeof(v)); }
+
+// C's MR rows x NP panels (16 NP columns, all of them inside C) += or = A's MR rows times the NP panels
+// starting at `panels` (consecutive panels are 16 k apart). The accumulators stay in registers across k.
+template <int MR, int NP>
+RNN_DIST_INLINE void tile(int k, const float* a, int lda, const float* panels, bool accumulate, float* c, int ldc) {
+  F16 acc[MR][NP];
+  RNN_DIST_UNROLL for (int r = 0; r < MR; ++r)
+    RNN_DIST_UNROLL for (int p = 0; p < NP; ++p)
+      acc[r][p] = accumulate ? load16(c + int64_t{r} * ldc + kPanel * p) : F16{};
+  const int64_t panel = int64_t{kPanel} * k;
+  for (int i = 0; i < k; ++i) {
+    F16 b[NP];
+    RNN_DIST_UNROLL for (int p = 0; p < NP; ++p) b[p] = load16(panels + p * panel + int64_t{kPanel} * i);
+    RNN_DIST_UNROLL for (int r = 0; r < MR; ++r) {
+      const float x = a[int64_t{r} * lda + i];
+      RNN_DIST_UNROLL for (int p = 0; p < NP; ++p) acc[r][p] += x * b[p];
+    }
+  }
+  RNN_DIST_UNROLL for (int r = 0; r < MR; ++r)
+    RNN_DIST_UNROLL for (int p = 0; p < NP; ++p) store16(c + int64_t{r} * ldc + kPanel * p, acc[r][p]);
+}
+
+// Rows [0, m) of one column block of NP panels, MR rows at a time, the remainder 4, 2 and 1 at a time.
+template <int MR, int NP>
+RNN_DIST_INLINE void column_block(int m, int k, const float* a, int lda, const float* panels, bool accumulate,
+                                  float* c, int ldc) {
+  int r = 0;
+  for (; r + MR <= m; r += MR) tile<MR, NP>(k, a + int64_t{r} * lda, lda, panels, accumulate, c + int64_t{r} * ldc, ldc);
+  if constexpr (MR > 4)
+    if (r + 4 <= m) {
+      tile<4, NP>(k, a + int64_t{r} * lda, lda, panels, accumulate, c + int64_t{r} * ldc, ldc);
+      r += 4;
+    }
+  if constexpr (MR > 2)
+    if (r + 2 <= m) {
+      tile<2, NP>(k, a + int64_t{r} * lda, lda, panels, accumulate, c + int64_t{r} * ldc, ldc);
+      r += 2;
+    }
+  if constexpr (MR > 1)
+    for (; r < m; ++r) tile<1, NP>(k, a + int64_t{r} * lda, lda, panels, accumulate, c + int64_t{r} * ldc, ldc);
+}
+
+// Column blocks of NP panels while they last, then single panels; the last panel, when n does not fill it,
+// goes through a 16-wide copy of its columns of C, MR rows at a time.
+template <int MR, int NP>
+RNN_DIST_INLINE void product(int m, int n, int k, const float* a, int lda, const float* packed, bool accumulate,
+                             float* c, int ldc) {
+  const int64_t panel = int64_t{kPanel} * k;
+  int j = 0;
+  for (; j + NP * kPanel <= n; j += NP * kPanel)
+    column_block<MR, NP>(m, k, a, lda, packed + (j / kPanel) * panel, accumulate, c + j, ldc);
+  for (; j + kPanel <= n; j += kPanel) column_block<MR, 1>(m, k, a, lda, packed + (j / kPanel) * panel, accumulate, c + j, ldc);
+  if (j == n) return;
+  const int w = n - j;
+  float part[MR * kPanel];
+  for (int r0 = 0; r0 < m; r0 += MR) {
+    const int rows = std::min(MR, m - r0);
+    for (int r = 0; r < rows; ++r) {
+      float* row = part + r * kPanel;
+      if (accumulate) std::memcpy(row, c + int64_t{r0 + r} * ldc + j, sizeof(float) * w);
+      std::fill(row + (accumulate ? w : 0), row + kPanel, 0.0f);
+    }
+    column_block<MR, 1>(rows, k, a + int64_t{r0} * lda, lda, packed + (j / kPanel) * panel, true, part, kPanel);
+    for (int r = 0; r < rows; ++r) std::memcpy(c + int64_t{r0 + r} * ldc + j, part + r * kPanel, sizeof(float) * w);
+  }
+}
+
+using Product = void (*)(int, int, int, const float*, int, const float*, bool, float*, int);
+
+// Register blocks per instruction set: AVX-512's 32 registers hold 8 rows x 2 panels of accumulators; AVX2's
+// 16 hold 6 rows x 1 panel (two registers each); the baseline's 16 SSE registers 2 rows x 1 panel (four each).
+void product_base(int m, int n, int k, const float* a, int lda, const float* packed, bool accumulate, float* c,
+                  int ldc) {
+  product<2, 1>(m, n, k, a, lda, packed, accumulate, c, ldc);
+}
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define RNN_DIST_PACKED_X86 1
+[[gnu::target("arch=x86-64-v3")]] void product_avx2(int m, int n, int k, const float* a, int lda, const float* packed,
+                                                   bool accumulate, float* c, int ldc) {
+  product<6, 1>(m, n, k, a, lda, packed, accumulate, c, ldc);
+}
+[[gnu::target("arch=x86-64-v4")]] void product_avx512(int m, int n, int k, const float* a, int lda,
+                                                     const float* packed, bool accumulate, float* c, int ldc) {
+  product<8, 2>(m, n, k, a, lda, packed, accumulate, c, ldc);
+}
+#endif
+
+struct Variant {
+  const char* name;
+  Product fn;
+};
+constexpr Variant kVariants[] = {{"baseline", product_base},
+#ifdef RNN_DIST_PACKED_X86
+                                 {"AVX2", product_avx2},
+                                 {"AVX-512", product_avx512}
+#endif
+};
+
+int runnable_variants() {
+#ifdef RNN_DIST_PACKED_X86
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("x86-64-v4")) return 3;
+  if (__builtin_cpu_supports("x86-64-v3")) return 2;
+#endif
+  return 1;
+}
+
+}  // namespace
+
+size_t packed_elems(int k, int n) {
+  return static_cast<size_t>(k) * static_cast<size_t>((n + kPanel - 1) / kPanel * kPanel);
+}
+
+void pack_b(const float* b, int64_t row_stride, int64_t col_stride, int k, int n, float* packed) {
+  for (int j0 = 0; j0 < n; j0 += kPanel) {
+    float* panel = packed + int64_t{j0} * k;
+    const int w = std::min(kPanel, n - j0);
+    for (int i = 0; i < k; ++i) {
+      float* dst = panel + int64_t{kPanel} * i;
+      const float* src = b + i * row_stride + j0 * col_stride;
+      for (int q = 0; q < w; ++q) dst[q] = src[q * col_stride];
+      std::fill(dst + w, dst + kPanel, 0.0f);
+    }
+  }
+}
+
+int packed_gemm_variants() {
+  static const int n = runnable_variants();
+  return n;
+}
+
+const char* packed_gemm_variant_name(int variant) {
+  if (variant < 0 || variant >= packed_gemm_variants())
+    throw Error(cat("packed_gemm: variant ", variant, " is not one this CPU runs (0 to ", packed_gemm_variants() - 1, ")"));
+  return kVariants[variant].name;
+}
+
+void packed_gemm(int m, int n, int k, const float* a, int lda, const float* packed, bool accumulate, float* c,
+                 int ldc, int variant) {
+  if (m <= 0 || n <= 0) return;
+  if (variant < 0)
+    variant = packed_gemm_variants() - 1;
+  else
+    packed_gemm_variant_name(variant);  // checks it
+  kVariants[variant].fn(m, n, k, a, lda, packed, accumulate, c, ldc);
+}
+
+}  // namespace rnn_dist::cpu

@@ -1,0 +1,86 @@
+// Tests of the packed small-M product (packed_gemm.h): every variant this CPU runs against a double-precision
+// loop, over shapes that leave every tail (rows past the register block, a partial last panel, an odd panel
+// after the panel pairs, k = 1), in both packings, accumulating and not, with leading dimensions wider than
+// the matrices (whose extra columns must stay untouched).
+#include "rnn_dist/cpu/packed_gemm.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "rnn_dist/util/error.h"
+
+namespace rnn_dist::cpu {
+namespace {
+
+std::vector<float> random_floats(size_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(-1, 1);
+  std::vector<float> v(n);
+  for (float& e : v) e = dist(rng);
+  return v;
+}
+
+TEST(PackedGemm, EveryVariantMatchesADoubleLoopOnEveryTail) {
+  std::mt19937 rng(29);
+  std::printf("variants on this CPU:");
+  for (int v = 0; v < packed_gemm_variants(); ++v) std::printf(" %s", packed_gemm_variant_name(v));
+  std::printf("\n");
+  const int shapes[][3] = {{32, 1024, 256}, {1, 16, 1}, {7, 5, 3}, {13, 48, 17}, {9, 40, 64}, {33, 200, 31}, {8, 32, 8}, {2, 17, 100}};
+  for (int v = 0; v < packed_gemm_variants(); ++v)
+    for (const auto& [m, n, k] : shapes)
+      for (bool transposed : {false, true})
+        for (bool accumulate : {false, true}) {
+          const int lda = k + 3, ldc = n + 5, ldw = transposed ? k + 2 : n + 2;
+          const auto a = random_floats(size_t(m) * lda, rng);
+          // transposed: W is n x k (B = W^T, as the forward pass's x W^T); else W is k x n (B = W).
+          const auto w = random_floats(size_t(transposed ? n : k) * ldw, rng);
+          const auto c0 = random_floats(size_t(m) * ldc, rng);
+          std::vector<float> packed(packed_elems(k, n), 7.0f), c = c0;
+          if (transposed)
+            pack_b(w.data(), 1, ldw, k, n, packed.data());
+          else
+            pack_b(w.data(), ldw, 1, k, n, packed.data());
+          packed_gemm(m, n, k, a.data(), lda, packed.data(), accumulate, c.data(), ldc, v);
+          double worst = 0;
+          bool outside_untouched = true;
+          for (int i = 0; i < m; ++i)
+            for (int j = 0; j < ldc; ++j) {
+              if (j >= n) {
+                outside_untouched &= c[size_t(i) * ldc + j] == c0[size_t(i) * ldc + j];
+                continue;
+              }
+              double want = accumulate ? c0[size_t(i) * ldc + j] : 0.0;
+              for (int q = 0; q < k; ++q)
+                want += double(a[size_t(i) * lda + q]) * (transposed ? w[size_t(j) * ldw + q] : w[size_t(q) * ldw + j]);
+              worst = std::max(worst, std::abs(c[size_t(i) * ldc + j] - want) / (1 + std::abs(want)));
+            }
+          EXPECT_LT(worst, 2e-6 * std::sqrt(double(k))) << packed_gemm_variant_name(v) << " m=" << m << " n=" << n
+                                                         << " k=" << k << " transposed=" << transposed
+                                                         << " accumulate=" << accumulate;
+          EXPECT_TRUE(outside_untouched) << packed_gemm_variant_name(v) << " wrote past column " << n;
+        }
+}
+
+TEST(PackedGemm, PackingZeroesThePartialPanel) {
+  std::mt19937 rng(1);
+  const int k = 3, n = 20;
+  const auto w = random_floats(size_t(k) * n, rng);
+  std::vector<float> packed(packed_elems(k, n), 7.0f);
+  ASSERT_EQ(packed.size(), size_t(k) * 32);
+  pack_b(w.data(), n, 1, k, n, packed.data());
+  for (int i = 0; i < k; ++i)
+    for (int q = 0; q < 16; ++q) {
+      EXPECT_EQ(packed[size_t(16) * i + q], w[size_t(i) * n + q]);
+      EXPECT_EQ(packed[size_t(16) * k + 16 * i + q], q < 4 ? w[size_t(i) * n + 16 + q] : 0.0f);
+    }
+}
+
+TEST(PackedGemm, AVariantThisCpuCannotRunIsRefused) {
+  EXPECT_THROW(packed_gemm_variant_name(packed_gemm_variants()), Error);
+  EXPECT_THROW(packed_gemm_variant_name(-1), Error);
+}
+
+}  // namespace
+}  // namespace rnn_dist::cpu
