@@ -132,7 +132,14 @@ same_params ps1/step-00000020.h5 ps3/step-00000020.h5 "stream mode with a projec
 # last epoch, and at every epoch with --lr-schedule plateau), counted in rename(2) calls under strace. The
 # resumed run validates that epoch again, which redoes the schedule's decision: 2 epochs, then --resume
 # to 3, equal 3 epochs bitwise, plateau's learning rate included.
-W="$M --hidden 32 --batch-size 12 --valid data/valid.h5 --log-every 100 --lr 1 --lr-schedule"
+# The validation set is unlike the training text (runs of x and j): its loss rises as the model learns,
+# so epoch 2 validates worse than epoch 1 (3.9 -> 6.6) and plateau decays whatever the rounding. With the
+# corpus's own validation split the decay hung on a chance non-improvement, which the packed recurrent
+# kernel's rounding (issue 29) removed.
+awk 'BEGIN { for (i = 0; i < 60; i++) { print "xxxxxxxx jjjjj xxxx"; print "%" } }' > unlike.txt
+"$BUILD/rnn_prep" --input unlike.txt --output-dir unlike --format records --valid-fraction 0 --vocab-from data/train.h5 \
+  > /dev/null || bad "rnn_prep of the unlike validation set"
+W="$M --hidden 32 --batch-size 12 --valid unlike/train.h5 --log-every 100 --lr 0.5 --lr-schedule"
 for sched in constant plateau; do
   strace -f -qq -e trace=rename,renameat,renameat2 -o trace.$sched "$BUILD/rnn_dist" train $W $sched --epochs 2 \
     --checkpoint-dir w-$sched > log.w 2>&1 || bad "strace train ($sched): $(tail -1 log.w)"
@@ -144,7 +151,7 @@ done
 "$BUILD/rnn_dist" train $W plateau --epochs 3 --checkpoint-dir w-p3 > log.w3 2>&1 || bad "plateau 3 epochs: $(tail -1 log.w3)"
 "$BUILD/rnn_dist" train $W plateau --epochs 3 --checkpoint-dir w-plateau --resume > log.wr 2>&1 || bad "plateau resume: $(tail -1 log.wr)"
 last=$(ls w-p3/step-*.h5 | tail -1)
-grep -q "^epoch 3 .* lr 5.000e-01" log.w3 || bad "plateau did not decay at epoch 2, so the case proves nothing: $(grep '^epoch' log.w3)"
+grep -q "^epoch 3 .* lr 2.500e-01" log.w3 || bad "plateau did not decay at epoch 2, so the case proves nothing: $(grep '^epoch' log.w3)"
 h5diff "$last" "w-plateau/$(basename "$last")" /model > diff.w 2>&1 && grep -q "^valid epoch 2" log.wr \
   && ok "plateau: 2 epochs then --resume to 3 (epoch 2 validated again) = 3 epochs, bitwise" \
   || bad "plateau resume after the final checkpoint: $(head -3 diff.w); $(grep -c '^valid' log.wr) validations"
