@@ -12,7 +12,8 @@
 #   RNN_DIST_REQUEUE_WITHIN  requeue after a TERM only when the job has at most this many seconds left
 #                         (default 600: the time-limit signal requeues, a TERM sent by hand stops)
 #   RNN_DIST_RESTARTS     how many times training that died of a signal (a crash, not an error exit or a
-#                         stop) is started again, resuming from its latest checkpoint (default 1)
+#                         stop) is started again, resuming from its latest checkpoint (default 0: a lost
+#                         node also ends in a killed rank, and a restart would then wait for that node)
 
 : "${RNN_DIST_HOME:=${SLURM_SUBMIT_DIR:-$PWD}}"
 # A checkout's build/, or else where rnn_dist is installed (PREFIX/bin, with RNN_DIST_HOME=PREFIX/share/rnn_dist).
@@ -26,7 +27,7 @@ fi
 : "${RNN_DIST_SRUN_MPI:=pmix}"
 : "${RNN_DIST_CHECK:=1}"
 : "${RNN_DIST_REQUEUE_WITHIN:=600}"
-: "${RNN_DIST_RESTARTS:=1}"
+: "${RNN_DIST_RESTARTS:=0}"
 
 # Open MPI notices a node that stopped answering (a partition, a hung kernel) only through TCP keepalive
 # on its daemons' connections: by default after about 8 minutes, and never once mpirun has data queued
@@ -91,7 +92,9 @@ rnn_dist_time_left() {
 # requeues itself (this function then ends the script) and the next run resumes from that checkpoint.
 # Training that died of a signal (srun and mpirun exit with 128 + the signal) is started again, up to
 # RNN_DIST_RESTARTS times, and resumes exactly from its latest checkpoint: this covers Open MPI's crash in
-# MPI_Init (docs/testing.md) when it strikes the training step, and any other crash that loses a rank.
+# MPI_Init (docs/testing.md) when it strikes the training step (RNN_DIST_CHECK=0), and other crashes that
+# lose a rank. It is off by default: a partitioned node ends the step the same way (its peers' deadline,
+# then srun kills the rest), and the restarted step would hang waiting for that node.
 rnn_dist_train() {
   local config=$1 stop=0 rc=0 pid restarts=0
   shift

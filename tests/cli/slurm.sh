@@ -199,9 +199,9 @@ grep -q "JobState=COMPLETED" <<<"$info" && grep -q "Restarts=1 ExitCode=0:0" <<<
          echo "--- slurmctld.log, job $id"; grep -E "JobId=$id|job_id=$id|JobID=$id|StepId=$id" "$S/log/slurmctld.log" | tail -40
          echo "--- slurmd.log, job $id"; grep -E "$id" "$S/log/slurmd.log" | tail -40; }
 
-# Training that dies of a signal is started again (RNN_DIST_RESTARTS, default once) and resumes from its
+# Training that dies of a signal is started again (RNN_DIST_RESTARTS, here once) and resumes from its
 # latest checkpoint. Rank 1 killed at every step 15: one restart from the checkpoint of step 10, no more.
-RNN_DIST_CHECK=0 RNN_DIST_TEST_FAIL=1:15:kill timeout 120 sbatch --wait --parsable -o crash.out \
+RNN_DIST_RESTARTS=1 RNN_DIST_CHECK=0 RNN_DIST_TEST_FAIL=1:15:kill timeout 120 sbatch --wait --parsable -o crash.out \
   "$J/cpu_smoke.sbatch" "$J/cpu_smoke.conf" --checkpoint-dir out/crash-ckpt > /dev/null
 rc=$?
 [ $rc -ne 0 ] && [ "$(grep -c "training died of signal 9; restart 1 of 1, resuming" crash.out)" -eq 1 ] \
@@ -211,11 +211,14 @@ rc=$?
   || bad "training killed at every step 15: exit $rc: $(grep -E 'signal|restart|resumed|fresh' crash.out | head -5)"
 # A rank killed from outside once there is a checkpoint: the restart resumes from it and ends bitwise equal
 # to the requeued run above (the same 3000 steps, stopped and resumed there too).
-sbatch --parsable -o restart.out "${NODE_OPTS[@]}" "$J/train_node.sbatch" "$J/cpu_smoke.conf" "${LONG[@]}" \
+RNN_DIST_RESTARTS=1 sbatch --parsable -o restart.out "${NODE_OPTS[@]}" "$J/train_node.sbatch" "$J/cpu_smoke.conf" "${LONG[@]}" \
   --save-every 500 --max-steps 3000 --checkpoint-dir out/restart-ckpt > restart.id
 id=$(head -1 restart.id)
 for _ in $(seq 300); do [ -f out/restart-ckpt/step-00000500.h5 ] && break; sleep 0.2; done
-pkill -KILL -n -f "^$BUILD/rnn_dist train"
+# Rank 1 of the job's latest step (training; the pre-flight check's step has ended), found through Slurm:
+# other tests run rnn_dist train from the same build at the same time.
+rank1=$(scontrol listpids "$id" 2>/dev/null | awk '$3 ~ /^[0-9]+$/ && $4 == "1" { print $3, $1 }' | sort -n | tail -1 | cut -d' ' -f2)
+[ -n "$rank1" ] && kill -KILL "$rank1"
 for _ in $(seq 450); do scontrol show job "$id" | grep -qE "JobState=(COMPLETED|FAILED|CANCELLED|TIMEOUT)" && break; sleep 0.2; done
 n=$(sed -n 's/^resumed from out\/restart-ckpt\/step-0*\([0-9]*\)\.h5.*/\1/p' restart.out)
 scontrol show job "$id" | grep -q "JobState=COMPLETED" && grep -q "training died of signal 9; restart 1 of 1" restart.out \
@@ -223,7 +226,7 @@ scontrol show job "$id" | grep -q "JobState=COMPLETED" && grep -q "training died
   && h5diff out/restart-ckpt/step-00003000.h5 out/requeue-ckpt/step-00003000.h5 /model > /dev/null \
   && h5diff out/restart-ckpt/step-00003000.h5 out/requeue-ckpt/step-00003000.h5 /optimizer > /dev/null \
   && ok "a rank killed after step $n: the job restarted, resumed from step $n and ended bitwise equal at step 3000" \
-  || bad "restart after a killed rank: $(scontrol show job "$id" | grep -oE "JobState=[^ ]*"): $(grep -E 'signal|restart|resumed|fresh|error' restart.out | head -5)"
+  || bad "restart after a killed rank (pid ${rank1:-none}): $(scontrol show job "$id" | grep -oE "JobState=[^ ]*"): $(grep -E 'signal|restart|resumed|fresh|error' restart.out | head -5)"
 
 cp "$J/cpu_smoke.conf" twonodes.conf
 echo "ranks-per-node = 1" >> twonodes.conf

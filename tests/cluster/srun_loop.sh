@@ -20,8 +20,8 @@
 # work directory): rank 0 of `rnn_dist check` called address 0 from mca_btl_tcp's receive
 # callback, called by opal_progress inside ompi_mpi_init + 0x6d4, the modex fence. The fragment arrived
 # while the rank still waited in the modex fence, before add_procs, so it was not a race with the final
-# fence. jobs/common.sh runs a pre-flight check that died of a signal once more, and restarts training that
-# died of one (RNN_DIST_RESTARTS), resuming from its latest checkpoint.
+# fence. jobs/common.sh runs a pre-flight check that died of a signal once more, and, with
+# RNN_DIST_RESTARTS=N, restarts training that died of one, resuming from its latest checkpoint.
 NODES=2
 OUT_DIR=$(mkdir -p "${3:-srun-loop}" && cd "${3:-srun-loop}" && pwd)
 RUNS=${2:-50}
