@@ -316,6 +316,10 @@ class CpuBackend final : public Backend {
   void embedding_backward(const int32_t* ids, int64_t rows, const float* dout, int dim, float* dtable) override {
     cpu::embedding_backward<float>(ids, rows, dout, dim, dtable, &team_);
   }
+  void embedding_backward_rows(const int32_t* order, const int32_t* starts, const int32_t* slots, int64_t k,
+                               int64_t fresh_from, const float* dout, int dim, float* rows) override {
+    cpu::embedding_backward_rows<float>(order, starts, slots, k, fresh_from, dout, dim, rows, &team_);
+  }
   void linear_forward(const float* x, int64_t rows, int in, const float* w, const float* b, int out,
                       float* y) override {
     cpu::linear_forward<float>(x, rows, in, w, b, out, y, &team_);
@@ -371,32 +375,28 @@ class CpuBackend final : public Backend {
   }
   void sgd_update(float* p, const float* g, float* velocity, int64_t n, float lr, float momentum,
                   float weight_decay) override {
-    each(n, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) {
-        float d = g[i] + weight_decay * p[i];
-        if (momentum != 0) {
-          velocity[i] = momentum * velocity[i] + d;
-          d = velocity[i];
-        }
-        p[i] -= lr * d;
-      }
+    each(n, [&](int64_t i0, int64_t i1) { sgd_elements(p, g, velocity, i1 - i0, i0, i0, lr, momentum, weight_decay); });
+  }
+  void sgd_update_rows(float* p, const float* g, float* velocity, const int32_t* ids, int64_t k, int dim, float lr,
+                       float momentum, float weight_decay) override {
+    rows(k, [&](int64_t j) {
+      sgd_elements(p, g, velocity, dim, int64_t{ids[j]} * dim, j * dim, lr, momentum, weight_decay);
     });
   }
   void adam_update(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1, float beta2,
                    float eps, float weight_decay, bool decoupled, int64_t step) override {
     const AdamScalars bias = adam_scalars(lr, beta1, beta2, step);
-    const float step_size = bias.step_size, inv_sqrt_bc2 = bias.inv_sqrt_bc2;
     each(n, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) {
-        float grad = g[i];
-        if (decoupled)
-          p[i] -= lr * weight_decay * p[i];
-        else
-          grad += weight_decay * p[i];
-        m[i] = beta1 * m[i] + (1 - beta1) * grad;
-        v[i] = beta2 * v[i] + (1 - beta2) * grad * grad;
-        p[i] -= step_size * m[i] / (std::sqrt(v[i]) * inv_sqrt_bc2 + eps);
-      }
+      adam_elements(p, g, m, v, i1 - i0, i0, i0, lr, beta1, beta2, eps, weight_decay, decoupled, bias);
+    });
+  }
+  void adam_update_rows(float* p, const float* g, float* m, float* v, const int32_t* ids, int64_t k, int dim,
+                        float lr, float beta1, float beta2, float eps, float weight_decay, bool decoupled,
+                        int64_t step) override {
+    const AdamScalars bias = adam_scalars(lr, beta1, beta2, step);
+    rows(k, [&](int64_t j) {
+      adam_elements(p, g, m, v, dim, int64_t{ids[j]} * dim, j * dim, lr, beta1, beta2, eps, weight_decay, decoupled,
+                    bias);
     });
   }
 
@@ -405,6 +405,43 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  // The updates' formulas (optimizer.h), one implementation for the flat buffers and the rows of a table:
+  // n elements from p[at] (and the state's) with g[from].
+  static void sgd_elements(float* p, const float* g, float* velocity, int64_t n, int64_t at, int64_t from, float lr,
+                           float momentum, float weight_decay) {
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t e = at + i;
+      float d = g[from + i] + weight_decay * p[e];
+      if (momentum != 0) {
+        velocity[e] = momentum * velocity[e] + d;
+        d = velocity[e];
+      }
+      p[e] -= lr * d;
+    }
+  }
+  static void adam_elements(float* p, const float* g, float* m, float* v, int64_t n, int64_t at, int64_t from,
+                            float lr, float beta1, float beta2, float eps, float weight_decay, bool decoupled,
+                            AdamScalars bias) {
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t e = at + i;
+      float grad = g[from + i];
+      if (decoupled)
+        p[e] -= lr * weight_decay * p[e];
+      else
+        grad += weight_decay * p[e];
+      m[e] = beta1 * m[e] + (1 - beta1) * grad;
+      v[e] = beta2 * v[e] + (1 - beta2) * grad * grad;
+      p[e] -= bias.step_size * m[e] / (std::sqrt(v[e]) * bias.inv_sqrt_bc2 + eps);
+    }
+  }
+  // fn(j) for j in [0, k), the rows shared among the members.
+  template <class Fn>
+  void rows(int64_t k, Fn&& fn) {
+    team_.run([&](int m) {
+      const auto [j0, j1] = cpu::share(k, team_.size(), m);
+      for (int64_t j = j0; j < j1; ++j) fn(j);
+    });
+  }
   // fn(begin, end) on each member's share of [0, n), cut at multiples of 16 floats (no shared cache line).
   template <class Fn>
   void each(int64_t n, Fn&& fn) {

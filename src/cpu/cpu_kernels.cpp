@@ -699,6 +699,23 @@ void embedding_backward(const int32_t* ids, int64_t rows, const T* dout, int dim
 }
 
 template <class T>
+void embedding_backward_rows(const int32_t* order, const int32_t* starts, const int32_t* slots, int64_t k,
+                             int64_t fresh_from, const T* dout, int dim, T* rows, Team* team) {
+  // Each compact row is summed by one member, whole: the slots are distinct.
+  parallel(team, [&](int m, int members) {
+    const auto [j0, j1] = share(k, members, m);
+    for (int64_t j = j0; j < j1; ++j) {
+      T* dst = rows + static_cast<int64_t>(slots[j]) * dim;
+      if (slots[j] >= fresh_from) std::fill_n(dst, dim, T(0));
+      for (int32_t i = starts[j]; i < starts[j + 1]; ++i) {
+        const T* src = dout + static_cast<int64_t>(order[i]) * dim;
+        for (int c = 0; c < dim; ++c) dst[c] += src[c];
+      }
+    }
+  });
+}
+
+template <class T>
 void linear_forward(const T* x, int64_t rows, int in, const T* w, const T* b, int out, T* y, Team* team) {
   blas_dim(rows);
   parallel(team, [&](int m, int members) {
@@ -831,6 +848,8 @@ void apply_mask(const T* x, const T* mask, int64_t n, T* y) {
                                        LstmLayerGrads<T>, T*, Team*, float*);                                    \
   template void embedding_forward<T>(const int32_t*, int64_t, const T*, int, T*, Team*);                         \
   template void embedding_backward<T>(const int32_t*, int64_t, const T*, int, T*, Team*);                        \
+  template void embedding_backward_rows<T>(const int32_t*, const int32_t*, const int32_t*, int64_t, int64_t,      \
+                                           const T*, int, T*, Team*);                                            \
   template void linear_forward<T>(const T*, int64_t, int, const T*, const T*, int, T*, Team*);                   \
   template void linear_backward<T>(const T*, int64_t, int, const T*, int, const T*, T*, T*, T*, Team*);          \
   template double cross_entropy<T>(const T*, int64_t, int, const int32_t*, T*, T, Team*);                        \

@@ -213,6 +213,11 @@ class CudaBackend final : public Backend {
   void embedding_backward(const int32_t* ids, int64_t rows, const float* dout, int dim, float* dtable) override {
     CUDA_LAUNCH_CHECK(launch_embedding_backward(ids, rows, dout, dim, dtable, stream_.s));
   }
+  void embedding_backward_rows(const int32_t* order, const int32_t* starts, const int32_t* slots, int64_t k,
+                               int64_t fresh_from, const float* dout, int dim, float* rows) override {
+    CUDA_LAUNCH_CHECK(
+        launch_embedding_backward_rows(order, starts, slots, k, fresh_from, dout, dim, rows, stream_.s));
+  }
 
   // Row-major y (rows x out) is column-major y^T (out x rows): y^T = W x^T with W stored as column-major
   // W^T (in x out), hence op(A) = T on W and op(B) = N on x^T.
@@ -298,6 +303,17 @@ class CudaBackend final : public Backend {
     const float step_size = bias.step_size, inv_sqrt_bc2 = bias.inv_sqrt_bc2;
     CUDA_LAUNCH_CHECK(launch_adam_update(p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, decoupled, step_size,
                                   inv_sqrt_bc2, stream_.s));
+  }
+  void sgd_update_rows(float* p, const float* g, float* velocity, const int32_t* ids, int64_t k, int dim, float lr,
+                       float momentum, float weight_decay) override {
+    CUDA_LAUNCH_CHECK(launch_sgd_update_rows(p, g, velocity, ids, k, dim, lr, momentum, weight_decay, stream_.s));
+  }
+  void adam_update_rows(float* p, const float* g, float* m, float* v, const int32_t* ids, int64_t k, int dim,
+                        float lr, float beta1, float beta2, float eps, float weight_decay, bool decoupled,
+                        int64_t step) override {
+    const AdamScalars bias = adam_scalars(lr, beta1, beta2, step);
+    CUDA_LAUNCH_CHECK(launch_adam_update_rows(p, g, m, v, ids, k, dim, lr, beta1, beta2, eps, weight_decay, decoupled,
+                                              bias.step_size, bias.inv_sqrt_bc2, stream_.s));
   }
 
   std::unique_ptr<Lstm> create_lstm(const LstmShape& shape, Backend& memory) override {

@@ -175,32 +175,71 @@ __global__ void reduce_stage2(const double* partial, int n, double* out) {
 }
 
 // Operation for operation as CpuBackend::sgd_update/adam_update; the _rn intrinsics keep nvcc from
-// fusing multiply-adds, which the CPU does not do.
+// fusing multiply-adds, which the CPU does not do. Element e of p (and the state) with g[from]: the flat
+// updates have e = from, the rows of a table e = ids[j] * dim + column.
+__device__ void sgd_element(float* p, const float* g, float* velocity, int64_t e, int64_t from, float lr,
+                            float momentum, float weight_decay) {
+  float d = __fadd_rn(g[from], __fmul_rn(weight_decay, p[e]));
+  if (momentum != 0) {
+    velocity[e] = __fadd_rn(__fmul_rn(momentum, velocity[e]), d);
+    d = velocity[e];
+  }
+  p[e] = __fsub_rn(p[e], __fmul_rn(lr, d));
+}
+
+__device__ void adam_element(float* p, const float* g, float* m, float* v, int64_t e, int64_t from, float lr,
+                             float beta1, float beta2, float eps, float weight_decay, bool decoupled, float step_size,
+                             float inv_sqrt_bc2) {
+  float grad = g[from];
+  if (decoupled)
+    p[e] = __fsub_rn(p[e], __fmul_rn(__fmul_rn(lr, weight_decay), p[e]));
+  else
+    grad = __fadd_rn(grad, __fmul_rn(weight_decay, p[e]));
+  m[e] = __fadd_rn(__fmul_rn(beta1, m[e]), __fmul_rn(__fsub_rn(1.0f, beta1), grad));
+  v[e] = __fadd_rn(__fmul_rn(beta2, v[e]), __fmul_rn(__fmul_rn(__fsub_rn(1.0f, beta2), grad), grad));
+  const float denom = __fadd_rn(__fmul_rn(__fsqrt_rn(v[e]), inv_sqrt_bc2), eps);
+  p[e] = __fsub_rn(p[e], __fdiv_rn(__fmul_rn(step_size, m[e]), denom));
+}
+
 __global__ void sgd_kernel(float* p, const float* g, float* velocity, int64_t n, float lr, float momentum,
                            float weight_decay) {
-  for (int64_t i = first_index(); i < n; i += grid_stride()) {
-    float d = __fadd_rn(g[i], __fmul_rn(weight_decay, p[i]));
-    if (momentum != 0) {
-      velocity[i] = __fadd_rn(__fmul_rn(momentum, velocity[i]), d);
-      d = velocity[i];
-    }
-    p[i] = __fsub_rn(p[i], __fmul_rn(lr, d));
-  }
+  for (int64_t i = first_index(); i < n; i += grid_stride()) sgd_element(p, g, velocity, i, i, lr, momentum, weight_decay);
 }
 
 __global__ void adam_kernel(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
                             float beta2, float eps, float weight_decay, bool decoupled, float step_size,
                             float inv_sqrt_bc2) {
+  for (int64_t i = first_index(); i < n; i += grid_stride())
+    adam_element(p, g, m, v, i, i, lr, beta1, beta2, eps, weight_decay, decoupled, step_size, inv_sqrt_bc2);
+}
+
+__device__ int64_t table_element(const int32_t* ids, int64_t i, int dim) { return int64_t{ids[i / dim]} * dim + i % dim; }
+
+__global__ void sgd_rows_kernel(float* p, const float* g, float* velocity, const int32_t* ids, int64_t n, int dim,
+                                float lr, float momentum, float weight_decay) {
+  for (int64_t i = first_index(); i < n; i += grid_stride())
+    sgd_element(p, g, velocity, table_element(ids, i, dim), i, lr, momentum, weight_decay);
+}
+
+__global__ void adam_rows_kernel(float* p, const float* g, float* m, float* v, const int32_t* ids, int64_t n, int dim,
+                                 float lr, float beta1, float beta2, float eps, float weight_decay, bool decoupled,
+                                 float step_size, float inv_sqrt_bc2) {
+  for (int64_t i = first_index(); i < n; i += grid_stride())
+    adam_element(p, g, m, v, table_element(ids, i, dim), i, lr, beta1, beta2, eps, weight_decay, decoupled, step_size,
+                 inv_sqrt_bc2);
+}
+
+// One thread per (compact row, column): the row's sum in the order the CPU adds it, without atomics.
+__global__ void embedding_backward_rows_kernel(const int32_t* order, const int32_t* starts, const int32_t* slots,
+                                               int64_t k, int64_t fresh_from, const float* dout, int dim,
+                                               float* rows) {
+  const int64_t n = k * dim;
   for (int64_t i = first_index(); i < n; i += grid_stride()) {
-    float grad = g[i];
-    if (decoupled)
-      p[i] = __fsub_rn(p[i], __fmul_rn(__fmul_rn(lr, weight_decay), p[i]));
-    else
-      grad = __fadd_rn(grad, __fmul_rn(weight_decay, p[i]));
-    m[i] = __fadd_rn(__fmul_rn(beta1, m[i]), __fmul_rn(__fsub_rn(1.0f, beta1), grad));
-    v[i] = __fadd_rn(__fmul_rn(beta2, v[i]), __fmul_rn(__fmul_rn(__fsub_rn(1.0f, beta2), grad), grad));
-    const float denom = __fadd_rn(__fmul_rn(__fsqrt_rn(v[i]), inv_sqrt_bc2), eps);
-    p[i] = __fsub_rn(p[i], __fdiv_rn(__fmul_rn(step_size, m[i]), denom));
+    const int64_t j = i / dim, c = i % dim;
+    float* dst = rows + int64_t{slots[j]} * dim + c;
+    float acc = slots[j] >= fresh_from ? 0.0f : *dst;
+    for (int32_t r = starts[j]; r < starts[j + 1]; ++r) acc = __fadd_rn(acc, dout[int64_t{order[r]} * dim + c]);
+    *dst = acc;
   }
 }
 
@@ -251,6 +290,15 @@ cudaError_t launch_embedding_backward(const int32_t* ids, int64_t rows, const fl
   return cudaGetLastError();
 }
 
+cudaError_t launch_embedding_backward_rows(const int32_t* order, const int32_t* starts, const int32_t* slots, int64_t k,
+                                           int64_t fresh_from, const float* dout, int dim, float* rows,
+                                           cudaStream_t stream) {
+  if (k * dim > 0)
+    embedding_backward_rows_kernel<<<grid_for(k * dim), kThreads, 0, stream>>>(order, starts, slots, k, fresh_from,
+                                                                                 dout, dim, rows);
+  return cudaGetLastError();
+}
+
 cudaError_t launch_cross_entropy(const float* logits, int64_t rows, int vocab, const int32_t* targets,
                                  float* dlogits, float grad_scale, double* row_loss, double* partial,
                                  double* loss_sum, unsigned long long* bad_target, cudaStream_t stream) {
@@ -288,6 +336,23 @@ cudaError_t launch_adam_update(float* p, const float* g, float* m, float* v, int
   if (n > 0)
     adam_kernel<<<grid_for(n), kThreads, 0, stream>>>(p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, decoupled,
                                                        step_size, inv_sqrt_bc2);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_sgd_update_rows(float* p, const float* g, float* velocity, const int32_t* ids, int64_t k, int dim,
+                                   float lr, float momentum, float weight_decay, cudaStream_t stream) {
+  if (k * dim > 0)
+    sgd_rows_kernel<<<grid_for(k * dim), kThreads, 0, stream>>>(p, g, velocity, ids, k * dim, dim, lr, momentum,
+                                                                  weight_decay);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_adam_update_rows(float* p, const float* g, float* m, float* v, const int32_t* ids, int64_t k,
+                                    int dim, float lr, float beta1, float beta2, float eps, float weight_decay,
+                                    bool decoupled, float step_size, float inv_sqrt_bc2, cudaStream_t stream) {
+  if (k * dim > 0)
+    adam_rows_kernel<<<grid_for(k * dim), kThreads, 0, stream>>>(p, g, m, v, ids, k * dim, dim, lr, beta1, beta2, eps,
+                                                                   weight_decay, decoupled, step_size, inv_sqrt_bc2);
   return cudaGetLastError();
 }
 

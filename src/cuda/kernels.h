@@ -37,6 +37,10 @@ cudaError_t launch_embedding_forward(const int32_t* ids, int64_t rows, const flo
 // dtable[ids[r]] += dout[r] with atomic adds (repeated ids accumulate in no fixed order).
 cudaError_t launch_embedding_backward(const int32_t* ids, int64_t rows, const float* dout, int dim, float* dtable,
                                       cudaStream_t stream);
+// Backend::embedding_backward_rows: each compact row summed by its own threads in the CPU's order.
+cudaError_t launch_embedding_backward_rows(const int32_t* order, const int32_t* starts, const int32_t* slots, int64_t k,
+                                           int64_t fresh_from, const float* dout, int dim, float* rows,
+                                           cudaStream_t stream);
 
 // Fused log-softmax + NLL (+ gradient when dlogits is not null; it may alias logits), one block per row.
 // row_loss: rows doubles of scratch; partial: kReduceBlocks doubles; *loss_sum += the rows' total, and
@@ -68,5 +72,11 @@ cudaError_t launch_sgd_update(float* p, const float* g, float* velocity, int64_t
 cudaError_t launch_adam_update(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
                                float beta2, float eps, float weight_decay, bool decoupled, float step_size,
                                float inv_sqrt_bc2, cudaStream_t stream);
+// The same on k rows of a table (Backend::sgd_update_rows, adam_update_rows).
+cudaError_t launch_sgd_update_rows(float* p, const float* g, float* velocity, const int32_t* ids, int64_t k, int dim,
+                                   float lr, float momentum, float weight_decay, cudaStream_t stream);
+cudaError_t launch_adam_update_rows(float* p, const float* g, float* m, float* v, const int32_t* ids, int64_t k,
+                                    int dim, float lr, float beta1, float beta2, float eps, float weight_decay,
+                                    bool decoupled, float step_size, float inv_sqrt_bc2, cudaStream_t stream);
 
 }  // namespace rnn_dist::cuda

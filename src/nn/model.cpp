@@ -175,6 +175,9 @@ Model::Model(Backend& backend, const ModelConfig& config, int64_t logits_block_e
   if (config.tie_embeddings && config.adaptive())
     throw InputError("--tie-embeddings with --softmax adaptive: the adaptive head scores clusters as well as "
                      "words, so it cannot be the embedding matrix (use one or the other)");
+  if (config.tie_embeddings && config.sparse_embedding)
+    throw InputError("--sparse-embedding with --tie-embeddings: the tied output layer's gradient reaches every row "
+                     "of the embedding at every step (use one or the other)");
   if (config.tie_embeddings && E != F)
     throw InputError(cat("--tie-embeddings: the embedding is ", E, " wide (--embed) but the output layer reads ", F,
                          config.proj > 0 ? " features (--proj-size)" : " features (--hidden)", ": they must be equal"));
@@ -236,6 +239,7 @@ Model::Model(Backend& backend, const ModelConfig& config, int64_t logits_block_e
   backend.zero(params_.data(), end);
   backend.zero(grads_.data(), end);
   loss_ = Buffer(backend, sizeof(double));
+  if (config.sparse_embedding) sparse_.emplace(backend, V, config.embed);
   for (Tensor* t : {&emb_, &emb_drop_, &y_, &pooled_, &feat_drop_, &logits_, &dfeat_, &dy_, &dx_, &state_in_,
                     &state_out_, &gathered_, &proj_, &dproj_, &dgathered_})
     *t = Tensor(backend, {0});
@@ -405,7 +409,10 @@ void Model::run(const Batch& batch, bool train, float grad_scale, uint64_t dropo
     lstm_->backward(param(lstm_offset_), dy_.data(), nullptr, nullptr, dx_.data(), nullptr, nullptr,
                     grad(lstm_offset_), ready ? &lstm_ready : nullptr);
     if (p > 0) backend_.dropout(dx_.data(), rows * E, p, seed_emb, dx_.data());
-    backend_.embedding_backward(ids, rows, dx_.data(), config_.embed, grad(emb_offset_));
+    if (sparse_)
+      sparse_->add(batch.inputs.data(), rows, dx_.data());
+    else
+      backend_.embedding_backward(ids, rows, dx_.data(), config_.embed, grad(emb_offset_));
     if (ready) ready->final_from(0);
     backward += seconds_since(b0);
   }

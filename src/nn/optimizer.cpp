@@ -26,14 +26,35 @@ Optimizer::Optimizer(Backend& backend, const OptimizerConfig& config, int64_t n)
   }
 }
 
-void Optimizer::step(float* params, const float* grads, float lr) {
+void Optimizer::step(float* params, const float* grads, float lr, SparseRows* sparse, int64_t dense_from) {
   ++steps_;
   const auto& c = config_;
+  const int64_t d = sparse ? dense_from : 0;
+  float* b = c.kind == "sgd" ? nullptr : b_.data();
   if (c.kind == "sgd")
-    backend_.sgd_update(params, grads, a_.data(), n_, lr, c.momentum, c.weight_decay);
+    backend_.sgd_update(params + d, grads + d, a_.data() + d, n_ - d, lr, c.momentum, c.weight_decay);
   else
-    backend_.adam_update(params, grads, a_.data(), b_.data(), n_, lr, c.beta1, c.beta2, c.eps, c.weight_decay,
-                         c.kind == "adamw", steps_);
+    backend_.adam_update(params + d, grads + d, a_.data() + d, b + d, n_ - d, lr, c.beta1, c.beta2, c.eps,
+                         c.weight_decay, c.kind == "adamw", steps_);
+  if (!sparse || sparse->size() == 0) return;
+  const int64_t k = sparse->size();
+  if (c.kind == "sgd")
+    backend_.sgd_update_rows(params, sparse->rows(), a_.data(), sparse->device_ids(), k, sparse->dim(), lr, c.momentum,
+                             c.weight_decay);
+  else
+    backend_.adam_update_rows(params, sparse->rows(), a_.data(), b, sparse->device_ids(), k, sparse->dim(), lr,
+                              c.beta1, c.beta2, c.eps, c.weight_decay, c.kind == "adamw", steps_);
+}
+
+std::string sparse_update_refusal(const OptimizerConfig& c) {
+  if (c.kind != "sgd") return "";
+  if (c.momentum != 0)
+    return cat("--sparse-embedding with --optimizer sgd --momentum ", c.momentum,
+               ": the velocity of rows a step does not touch would have to decay too (use --momentum 0 or adam)");
+  if (c.weight_decay != 0)
+    return cat("--sparse-embedding with --optimizer sgd --weight-decay ", c.weight_decay,
+               ": SGD decays every row at every step (use --weight-decay 0, or adamw, whose decay is lazy)");
+  return "";
 }
 
 std::vector<std::pair<std::string, Tensor*>> Optimizer::state() {

@@ -60,6 +60,8 @@ class CountingBackend final : public Backend {
   int64_t logits_block_elems() const override { return target_.logits_block_elems(); }
   void embedding_forward(const int32_t*, int64_t, const float*, int, float*) override {}
   void embedding_backward(const int32_t*, int64_t, const float*, int, float*) override {}
+  void embedding_backward_rows(const int32_t*, const int32_t*, const int32_t*, int64_t, int64_t, const float*, int,
+                               float*) override {}
   void linear_forward(const float*, int64_t, int, const float*, const float*, int, float*) override {}
   void linear_backward(const float*, int64_t, int, const float*, int, const float*, float*, float*, float*) override {}
   void cross_entropy(const float*, int64_t, int, const int32_t*, float*, float, double*) override {}
@@ -70,6 +72,9 @@ class CountingBackend final : public Backend {
   double sum_squares(const float*, int64_t) override { return 0; }
   void scale(float*, int64_t, float) override {}
   void sgd_update(float*, const float*, float*, int64_t, float, float, float) override {}
+  void sgd_update_rows(float*, const float*, float*, const int32_t*, int64_t, int, float, float, float) override {}
+  void adam_update_rows(float*, const float*, float*, float*, const int32_t*, int64_t, int, float, float, float, float,
+                        float, bool, int64_t) override {}
   void adam_update(float*, const float*, float*, float*, int64_t, float, float, float, float, float, bool,
                    int64_t) override {}
   std::unique_ptr<Lstm> create_lstm(const LstmShape& shape, Backend& memory) override {

@@ -23,6 +23,7 @@
 #include "rnn_dist/cuda/nccl_communicator.h"
 #include "rnn_dist/data/dataset.h"
 #include "rnn_dist/dist/gradient_reducer.h"
+#include "rnn_dist/dist/sparse_exchange.h"
 #include "rnn_dist/dist/rank_errors.h"
 #include "rnn_dist/dist/watchdog.h"
 #include "rnn_dist/train/checkpoint.h"
@@ -172,6 +173,10 @@ class Trainer {
   double grace_ = 0;                  // this rank's addition to --comm-timeout (see connect())
   bool overlap_ = false;              // --overlap, resolved for this rank's device and the world's size
   std::optional<GradientReducer> reducer_;
+  // --sparse-embedding: the touched rows' exchange between ranks, and what it moved over the steps.
+  std::optional<SparseExchange> sparse_exchange_;
+  double sparse_rows_ = 0, sparse_bytes_ = 0;
+  int64_t sparse_gathers_ = 0, sparse_steps_ = 0;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<LrSchedule> schedule_;
@@ -372,6 +377,14 @@ void Trainer::connect() {
   ro.overlap = overlap_;
   ro.bucket_elems = bucket_elems();
   reducer_.emplace(*reduce_topo_, scratch_, ro, watchdog_ ? &*watchdog_ : nullptr, nccl ? kNcclAbortMargin : 0.0);
+  if (model_->sparse_embedding_grad()) {
+    // The rows' ids are bookkept on the host, and the exchange's collectives run on host memory (MPI).
+    if (nccl)
+      throw InputError("--sparse-embedding on several GPUs: the touched rows are exchanged over MPI in host memory, "
+                       "not yet over NCCL (one GPU, or the CPU backend)");
+    sparse_exchange_.emplace(*backend_, *topo_.world, model_->config().vocab, model_->config().embed,
+                             sparse_exchange_mode_from(c_.sparse_exchange));
+  }
   if (c_.verbose) {
     const Device d = backend_->device();
     const std::vector<std::string> lines = topo_.world->allgather_strings(
@@ -627,7 +640,10 @@ int Trainer::run() {
               << (c_.accumulate > 1 ? cat(" (", c_.accumulate, " micro-batches per step)") : std::string()) << ", "
               << steps_per_epoch << " steps per epoch, " << total_steps_ << " steps";
     if (overlap_)
-      std::cout << ", all-reduce overlapped in " << reducer_->buckets(model_->num_params()) << " bucket(s)";
+      std::cout << ", all-reduce overlapped in " << reducer_->buckets(model_->num_params() - model_->dense_grad_offset())
+                << " bucket(s)";
+    if (model_->sparse_embedding_grad())
+      std::cout << ", sparse embedding gradient (exchange " << c_.sparse_exchange << ")";
     if (!source_->dropped().empty()) std::cout << " (" << source_->dropped() << ")";
     std::cout << std::endl;
   }
@@ -635,6 +651,16 @@ int Trainer::run() {
   Model& model = *model_;
   Backend& backend = *backend_;
   const int64_t n = model.num_params();
+  // --sparse-embedding: the embedding's gradient is the touched rows (sparse), the reducer sums the rest,
+  // grads()[d0, n), and hears the model's reports shifted to it.
+  SparseRows* const sparse = model.sparse_embedding_grad();
+  const int64_t d0 = model.dense_grad_offset();
+  struct Shifted final : GradientReady {
+    GradientReady& to;
+    int64_t by;
+    Shifted(GradientReady& t, int64_t b) : to(t), by(b) {}
+    void final_from(int64_t offset) override { to.final_from(std::max<int64_t>(0, offset - by)); }
+  } ready(*reducer_, d0);
   float* h = c_.batching == "stream" ? state_.data() : nullptr;
   float* cs = c_.batching == "stream" ? state_.data() + c_offset() : nullptr;
   start_ = last_log_ = Clock::now();
@@ -672,26 +698,27 @@ int Trainer::run() {
       if (k + 1 < steps_per_epoch) reader.request(k + 1);
       auto t1 = Clock::now();
       const int64_t syncs_before = backend.host_syncs();
-      backend.zero(model.grads().data(), n);
+      backend.zero(model.grads().data() + d0, n - d0);
+      if (sparse) sparse->clear();
       auto* scalars = static_cast<double*>(step_scalars_.data());  // [loss sum, squared gradient norm]
       backend.zero(reinterpret_cast<float*>(scalars), sizeof(double) / sizeof(float));  // 0.0: all zero bits
       // Before the backward pass, which adds to it: with overlap, element 0's bucket leaves with the pass.
       if (injected_nan(topo_.world_rank(), pos_.step + 1)) {
         const float nan = std::numeric_limits<float>::quiet_NaN();
-        backend.upload(model.grads().data(), &nan, sizeof(nan));
+        backend.upload(model.grads().data() + d0, &nan, sizeof(nan));
       }
-      reducer_->begin(model.grads().data(), n, pos_.step + 1);
+      reducer_->begin(model.grads().data() + d0, n - d0, pos_.step + 1);
       // Every micro-batch scaled by the whole step's loss terms: their gradients add up to the batch's.
       // Only the last one's backward pass makes gradients final, and overlaps the all-reduce.
       const float scale = source_->gradient_scale(k);
       const uint64_t seed = mix_seed(mix_seed(c_.seed, pos_.step), topo_.world_rank());
       if (loaded.parts.empty()) {
-        model.forward_backward_into(scalars, batch, scale, seed, h, cs, h, cs, &*reducer_);
+        model.forward_backward_into(scalars, batch, scale, seed, h, cs, h, cs, &ready);
       } else {
         const std::vector<Batch>& micro = loaded.parts;
         for (size_t m = 0; m < micro.size(); ++m)
           model.forward_backward_into(scalars, micro[m], scale, m == 0 ? seed : mix_seed(seed, m), nullptr, nullptr,
-                                      nullptr, nullptr, m + 1 == micro.size() ? &*reducer_ : nullptr);
+                                      nullptr, nullptr, m + 1 == micro.size() ? &ready : nullptr);
       }
       auto t2 = Clock::now();
       // What the backward pass has not sent yet, and the wait for every bucket (the exposed communication).
@@ -700,14 +727,26 @@ int Trainer::run() {
       // several ranks (finish_read then finds the values there), in finish_read() with one. The norm's
       // time, which the CPU spends here, counts as update time.
       double read[2] = {0, 0}, norm_seconds = 0;
+      SparseRows* rows = nullptr;  // the step's embedding rows summed over the ranks
       try {
         reducer_->finish();
         const auto n0 = Clock::now();
-        backend.sum_squares(model.grads().data(), n, scalars + 1);
+        backend.sum_squares(model.grads().data() + d0, n - d0, scalars + 1);
         norm_seconds = seconds_since(n0);
         backend.start_read(scalars, 2);
         reducer_->complete();
         backend.finish_read(read);
+        if (sparse) {
+          arm("the sparse embedding exchange");
+          rows = &sparse_exchange_->exchange(*sparse, model.grads().data());
+          disarm();
+          const auto n1 = Clock::now();
+          read[1] += backend.sum_squares(rows->rows(), rows->size() * rows->dim());
+          norm_seconds += seconds_since(n1);
+          const SparseExchange::Last& last = sparse_exchange_->last();
+          sparse_rows_ += double(rows->size()), sparse_bytes_ += last.bytes;
+          sparse_gathers_ += last.gathered, ++sparse_steps_;
+        }
       } catch (const Error& e) {
         reducer_->disarm();  // armed by finish() until complete()
         throw Error(cat("step ", pos_.step + 1, ": ", e.what()));
@@ -729,8 +768,11 @@ int Trainer::run() {
       if (std::isfinite(norm) && std::isfinite(loss)) {
         bad_in_a_row_ = 0;
         const float clip = clip_factor(norm, c_.clip_norm);
-        if (clip != 1.0f) backend.scale(model.grads().data(), n, clip);
-        optimizer_->step(model.params().data(), model.grads().data(), lr);
+        if (clip != 1.0f) {
+          backend.scale(model.grads().data() + d0, n - d0, clip);
+          if (rows) backend.scale(rows->rows(), rows->size() * rows->dim(), clip);
+        }
+        optimizer_->step(model.params().data(), model.grads().data(), lr, rows, d0);
         interval_tokens_ += totals.rows();
         interval_units_ += totals.units();
         interval_loss_ += totals.loss_sum();
@@ -831,6 +873,12 @@ int Trainer::run() {
                << shortest(double(step_syncs_) / double(std::max<int64_t>(1, synced_steps_)))
                << ",\"host_syncs_max\":" << max_step_syncs_ << ",\"peak_resident_bytes\":" << peaks[0]
                << ",\"peak_device_bytes\":" << peaks[1];
+      // The sparse embedding's rows per step (summed over the ranks) and the bytes its exchange received per
+      // rank and step (the model of dist/sparse_exchange.h).
+      if (sparse_steps_ > 0)
+        metrics_ << ",\"sparse_rows_per_step\":" << shortest(sparse_rows_ / double(sparse_steps_))
+                 << ",\"sparse_exchange_bytes_per_step\":" << shortest(sparse_bytes_ / double(sparse_steps_))
+                 << ",\"sparse_gathered_steps\":" << sparse_gathers_;
       // The buckets' sizes, how long before the backward pass ended each was sent (the model's inputs) and
       // when it completed.
       if (overlap_) {

@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "rnn_dist/dist/sparse_exchange.h"
+#include "rnn_dist/nn/optimizer.h"
 #include "rnn_dist/util/error.h"
 
 namespace rnn_dist {
@@ -39,6 +41,11 @@ void check_run_options(const TrainerConfig& c) {
     throw InputError(cat("--allreduce: unknown algorithm '", c.allreduce, "' (flat or hierarchical)"));
   if (c.allreduce_dtype != "fp32" && c.allreduce_dtype != "bf16")
     throw InputError(cat("--allreduce-dtype: '", c.allreduce_dtype, "' is not fp32 or bf16"));
+  sparse_exchange_mode_from(c.sparse_exchange);
+  if (c.model.sparse_embedding) {
+    const std::string why = sparse_update_refusal(c.optimizer);
+    if (!why.empty()) throw InputError(why);
+  }
   if (c.overlap != "auto" && c.overlap != "on" && c.overlap != "off")
     throw InputError(cat("--overlap: '", c.overlap, "' is not on, off or auto"));
   if (!(c.bucket_mb > 0) || c.bucket_mb > 1e6) throw InputError(cat("--bucket-mb must be in (0, 1e6] MB, got ", c.bucket_mb));

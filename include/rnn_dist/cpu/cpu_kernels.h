@@ -117,6 +117,12 @@ void embedding_forward(const int32_t* ids, int64_t rows, const T* table, int dim
 // dtable[ids[r]] += dout[r]; repeated ids accumulate.
 template <class T>
 void embedding_backward(const int32_t* ids, int64_t rows, const T* dout, int dim, T* dtable, Team* team = nullptr);
+// The same sums into compact rows (a row-sparse gradient, nn/sparse_rows.h): for each j < k, row slots[j]
+// of `rows` becomes (slots[j] >= fresh_from: 0, else its value) plus dout's rows order[starts[j]] ..
+// order[starts[j + 1] - 1], added in that order, as embedding_backward adds a table's row.
+template <class T>
+void embedding_backward_rows(const int32_t* order, const int32_t* starts, const int32_t* slots, int64_t k,
+                             int64_t fresh_from, const T* dout, int dim, T* rows, Team* team = nullptr);
 
 // y = x W^T + b, with x: rows x in, W: out x in, b: out (nullptr: no bias), y: rows x out.
 template <class T>

@@ -124,6 +124,10 @@ class Backend {
   // Model kernels (shapes as in cpu/cpu_kernels.h; a null bias b or db: a linear layer without one).
   virtual void embedding_forward(const int32_t* ids, int64_t rows, const float* table, int dim, float* out) = 0;
   virtual void embedding_backward(const int32_t* ids, int64_t rows, const float* dout, int dim, float* dtable) = 0;
+  // The same sums into the compact rows of a row-sparse gradient (cpu_kernels.h; order, starts and slots
+  // in this backend's memory): bitwise the rows embedding_backward would add into a dense table.
+  virtual void embedding_backward_rows(const int32_t* order, const int32_t* starts, const int32_t* slots, int64_t k,
+                                       int64_t fresh_from, const float* dout, int dim, float* rows) = 0;
   virtual void linear_forward(const float* x, int64_t rows, int in, const float* w, const float* b, int out,
                               float* y) = 0;
   virtual void linear_backward(const float* x, int64_t rows, int in, const float* w, int out, const float* dy,
@@ -155,6 +159,13 @@ class Backend {
                           float weight_decay) = 0;
   virtual void adam_update(float* p, const float* g, float* m, float* v, int64_t n, float lr, float beta1,
                            float beta2, float eps, float weight_decay, bool decoupled, int64_t step) = 0;
+  // The same updates on k rows of a table (dim wide): row ids[j] (this backend's memory) of p and of the
+  // state with row j of g, element for element the formulas of the flat updates; other rows are untouched.
+  virtual void sgd_update_rows(float* p, const float* g, float* velocity, const int32_t* ids, int64_t k, int dim,
+                               float lr, float momentum, float weight_decay) = 0;
+  virtual void adam_update_rows(float* p, const float* g, float* m, float* v, const int32_t* ids, int64_t k, int dim,
+                                float lr, float beta1, float beta2, float eps, float weight_decay, bool decoupled,
+                                int64_t step) = 0;
 
   // An LSTM of this backend's kind whose weights and workspaces are allocated from `memory` (this backend,
   // or a MemoryPlan's counting one).

@@ -8,10 +8,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "rnn_dist/nn/backend.h"
+#include "rnn_dist/nn/sparse_rows.h"
 #include "rnn_dist/nn/tensor.h"
 #include "rnn_dist/util/task.h"
 
@@ -28,6 +30,9 @@ struct ModelConfig {
   // lm: the output layer's weight is the embedding matrix (PyTorch's out.weight = emb.weight): one tensor,
   // emb.weight, both uses' gradients summed; needs embed == features().
   bool tie_embeddings = false;
+  // The embedding's gradient as the rows the batch touches (sparse_embedding_grad()), not a dense part of
+  // grads(); not with tie_embeddings, whose output layer's gradient is dense.
+  bool sparse_embedding = false;
   // lm: the adaptive softmax of torch.nn.AdaptiveLogSoftmaxWithLoss(features(), vocab, cutoffs, div_value,
   // head_bias=False) in place of the full one (empty: full). Cluster i (0-based) holds the ids from
   // cutoffs[i] to cutoffs[i + 1] (the vocabulary's end after the last) through a projection of width
@@ -88,6 +93,11 @@ class Model {
   Tensor& params() { return params_; }
   // num_params() gradients, in the same layout as params().
   Tensor& grads() { return grads_; }
+  // With config().sparse_embedding: the embedding's gradient, the touched rows of emb.weight (at offset 0),
+  // which the passes add to in place of grads()' first region; null otherwise. grads() from
+  // dense_grad_offset() on holds every other gradient (below it, zeros).
+  SparseRows* sparse_embedding_grad() { return sparse_ ? &*sparse_ : nullptr; }
+  int64_t dense_grad_offset() const { return sparse_ ? lstm_offset_ : 0; }
   int64_t num_params() const { return params_.numel(); }  // elements of params(), the alignment gaps included
   int64_t parameter_count() const;  // parameters proper: the elements of every named tensor, as PyTorch counts
   // Offsets into params()/grads(), each region 256-byte aligned (kAlignElems); the gaps between them are zero.
@@ -188,6 +198,7 @@ class Model {
     return std::max<int64_t>(min_block_rows_, logits_block_elems_ / width);
   }
   Tensor params_, grads_;
+  std::optional<SparseRows> sparse_;
   // Device workspaces, grown to the largest batch seen.
   Buffer ids_, targets_, argmax_, loss_;
   Tensor emb_, emb_drop_, y_, pooled_, feat_drop_, logits_, dfeat_, dy_, dx_, state_in_, state_out_;

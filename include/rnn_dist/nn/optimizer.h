@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "rnn_dist/nn/backend.h"
+#include "rnn_dist/nn/sparse_rows.h"
 #include "rnn_dist/nn/tensor.h"
 
 namespace rnn_dist {
@@ -19,6 +20,12 @@ struct OptimizerConfig {
 // SGD:  d = g + wd*p; v = momentum*v + d (when momentum != 0, d = v); p -= lr*d
 // Adam: g += wd*p; m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g^2; p -= lr/(1-b1^t) * m / (sqrt(v/(1-b2^t)) + eps)
 // AdamW: as Adam, but the decay is p -= lr*wd*p, applied before the update and not through g.
+//
+// A row-sparse table (--sparse-embedding, SparseRows) gets these formulas on the rows the step touched
+// only; a row the step does not touch keeps its value and its state. For SGD without momentum and weight
+// decay that is the dense update bitwise (g = 0 leaves p unchanged); for Adam and AdamW it is
+// torch.optim.SparseAdam's semantics (the moments of untouched rows are not decayed, the bias correction
+// counts every step), with the weight decay of the formulas above applied to the touched rows.
 
 // Adam's bias corrections of step t (1-based), in the form every backend's update uses:
 // p -= step_size * m / (sqrt(v) * inv_sqrt_bc2 + eps), computed in double and rounded once, so backends agree.
@@ -29,7 +36,10 @@ AdamScalars adam_scalars(float lr, float beta1, float beta2, int64_t step);
 class Optimizer {
  public:
   Optimizer(Backend& backend, const OptimizerConfig& config, int64_t n);
-  void step(float* params, const float* grads, float lr);
+  // One step over the n parameters. With `sparse`, the gradients below dense_from are not in grads: the
+  // table at offset 0 whose touched rows `sparse` holds (a SparseRows of the same backend) is updated on
+  // those rows only.
+  void step(float* params, const float* grads, float lr, SparseRows* sparse = nullptr, int64_t dense_from = 0);
   const OptimizerConfig& config() const { return config_; }
   int64_t steps() const { return steps_; }
   void set_steps(int64_t s) { steps_ = s; }
@@ -42,6 +52,10 @@ class Optimizer {
   int64_t n_, steps_ = 0;
   Tensor a_, b_;  // SGD: velocity; Adam: exp_avg, exp_avg_sq
 };
+
+// Why the optimizer cannot update a row-sparse table as it defines (SGD with momentum or weight decay
+// changes every row at every step), or "" when it can.
+std::string sparse_update_refusal(const OptimizerConfig& config);
 
 // Scales grads so their global L2 norm is at most max_norm (as torch.nn.utils.clip_grad_norm_), given the
 // norm already computed. Returns the factor applied (1 when no clipping).

@@ -20,6 +20,7 @@ struct TrainerConfig {
   std::string overlap = "auto";  // --overlap: on, off, or auto (on with 4+ ranks on CPUs, flat, more than one bucket)
   double bucket_mb = 25;         // --bucket-mb: the overlapped all-reduce's bucket size
   std::string allreduce_dtype = "fp32";  // --allreduce-dtype: what the gradients travel as (WireType)
+  std::string sparse_exchange = "auto";  // --sparse-exchange: how --sparse-embedding's rows travel (SparseExchangeMode)
   ModelConfig model;  // its task and classes come from the training file
   std::string task;   // --task: "" or what the training file's task must be
   std::string pool;                // --pool (classify; empty: not given, which is last)

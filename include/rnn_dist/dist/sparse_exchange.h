@@ -1,0 +1,53 @@
+// The step's row-sparse embedding gradient summed over the ranks: an all-gather of every rank's touched
+// rows, or the dense all-reduce of the table where that moves fewer bytes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "rnn_dist/dist/communicator.h"
+#include "rnn_dist/nn/sparse_rows.h"
+
+namespace rnn_dist {
+
+// `--sparse-exchange`: auto chooses per step by bytes (below); gather and allreduce force one way.
+enum class SparseExchangeMode { automatic, gather, allreduce };
+// "auto", "gather" or "allreduce" (InputError naming --sparse-exchange otherwise).
+SparseExchangeMode sparse_exchange_mode_from(const std::string& text);
+
+// Every rank first learns the largest touched-row count k of the step (one all-reduce of an integer).
+// With n ranks, a V x E table:
+//  - gather: an all-gather of each rank's ids and rows, padded to k: (n - 1) k (E + 1) 4 bytes received
+//    per rank; every rank then sums the rows of each id in rank order, so all ranks hold the same sums.
+//  - allreduce: the rows scattered into the (zero) dense table, which is all-reduced (a ring moves
+//    2 (n - 1) / n V E 4 bytes per rank), and the ids all-gathered to know the touched rows.
+// auto takes gather when n k (E + 1) < 2 V E. Both give every rank the same ids and the sums over the
+// ranks (to rounding: MPI may add the dense one in another order), so the update does not depend on the way.
+class SparseExchange {
+ public:
+  SparseExchange(Backend& backend, Communicator& world, int64_t vocab, int dim, SparseExchangeMode mode);
+
+  // The global rows of the step: `local` itself on one rank, else this exchange's own rows. table_grad
+  // (vocab x dim floats of the backend, zero) is the allreduce way's table, zero again on return. Collective.
+  SparseRows& exchange(SparseRows& local, float* table_grad);
+
+  struct Last {
+    bool gathered = false;  // which way the last exchange went
+    int64_t rows = 0;       // its k
+    double bytes = 0;       // bytes it received per rank (the model above)
+  };
+  const Last& last() const { return last_; }
+
+ private:
+  Backend& backend_;
+  Communicator& world_;
+  SparseExchangeMode mode_;
+  SparseRows global_;
+  std::vector<float> ids_;     // n x k ids (as their bits: an all-gather copies floats without arithmetic)
+  std::vector<int32_t> flat_;  // the same as integers
+  Tensor rows_;                // n x k x dim
+  Last last_;
+};
+
+}  // namespace rnn_dist

@@ -1,0 +1,95 @@
+// A row-sparse gradient of a table (see sparse_rows.h).
+#include "rnn_dist/nn/sparse_rows.h"
+
+#include <algorithm>
+
+#include "rnn_dist/util/error.h"
+
+namespace rnn_dist {
+
+SparseRows::SparseRows(Backend& backend, int64_t vocab, int dim)
+    : backend_(backend), vocab_(vocab), dim_(dim), slot_of_(static_cast<size_t>(vocab), -1),
+      rows_(backend, {0}), grown_(backend, {0}) {}
+
+void SparseRows::clear() {
+  for (int32_t id : ids_) slot_of_[static_cast<size_t>(id)] = -1;
+  ids_.clear();
+  ids_uploaded_ = false;
+}
+
+void SparseRows::assign(const int32_t* ids, int64_t n) {
+  row_slot_.resize(static_cast<size_t>(n));
+  for (int64_t r = 0; r < n; ++r) {
+    const int32_t id = ids[r];
+    if (id == vocab_) {
+      row_slot_[static_cast<size_t>(r)] = -1;
+      continue;
+    }
+    if (id < 0 || id > vocab_) throw Error(cat("sparse gradient: id ", id, " is outside the table's ", vocab_, " rows"));
+    int32_t& slot = slot_of_[static_cast<size_t>(id)];
+    if (slot < 0) {
+      slot = static_cast<int32_t>(ids_.size());
+      ids_.push_back(id);
+    }
+    row_slot_[static_cast<size_t>(r)] = slot;
+  }
+  ids_uploaded_ = false;
+  const int64_t need = size() * dim_;
+  if (need <= rows_.numel()) return;
+  // Grows by half again at least, keeping the rows of earlier calls of this step.
+  const int64_t old = rows_.numel();
+  grown_.resize(std::max(need, old + old / 2));
+  if (old > 0) backend_.copy(grown_.data(), rows_.data(), static_cast<size_t>(old) * sizeof(float));
+  std::swap(rows_, grown_);
+}
+
+void SparseRows::add(const int32_t* ids, int64_t rows, const float* dout) {
+  const int64_t fresh_from = size();
+  assign(ids, rows);
+  // The rows of each slot this call touches, in row order (a counting sort by slot).
+  local_.assign(ids_.size(), -1);
+  slots_.clear();
+  starts_.assign(1, 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int32_t s = row_slot_[static_cast<size_t>(r)];
+    if (s < 0) continue;
+    if (local_[static_cast<size_t>(s)] < 0) {
+      local_[static_cast<size_t>(s)] = static_cast<int32_t>(slots_.size());
+      slots_.push_back(s);
+      starts_.push_back(0);
+    }
+    ++starts_[static_cast<size_t>(local_[static_cast<size_t>(s)]) + 1];
+  }
+  const size_t k = slots_.size();
+  for (size_t j = 0; j < k; ++j) starts_[j + 1] += starts_[j];
+  order_.resize(static_cast<size_t>(starts_[k]));
+  std::vector<int32_t>& next = local_;  // reused: each slot's next free place in order_
+  for (size_t j = 0; j < k; ++j) next[static_cast<size_t>(slots_[j])] = starts_[j];
+  for (int64_t r = 0; r < rows; ++r) {
+    const int32_t s = row_slot_[static_cast<size_t>(r)];
+    if (s >= 0) order_[static_cast<size_t>(next[static_cast<size_t>(s)]++)] = static_cast<int32_t>(r);
+  }
+  if (k == 0) return;
+  // One upload of the three index arrays: order, starts, slots.
+  const size_t n_order = order_.size(), n_starts = starts_.size();
+  ensure(index_, backend_, (n_order + n_starts + k) * sizeof(int32_t));
+  auto* dev = static_cast<int32_t*>(index_.data());
+  backend_.upload(dev, order_.data(), n_order * sizeof(int32_t));
+  backend_.upload(dev + n_order, starts_.data(), n_starts * sizeof(int32_t));
+  backend_.upload(dev + n_order + n_starts, slots_.data(), k * sizeof(int32_t));
+  backend_.embedding_backward_rows(dev, dev + n_order, dev + n_order + n_starts, static_cast<int64_t>(k), fresh_from,
+                                   dout, dim_, rows_.data());
+}
+
+void SparseRows::add_ids(const int32_t* ids, int64_t n) { assign(ids, n); }
+
+const int32_t* SparseRows::device_ids() {
+  if (!ids_uploaded_) {
+    ensure(dev_ids_, backend_, std::max<size_t>(ids_.size(), 1) * sizeof(int32_t));
+    if (!ids_.empty()) backend_.upload(dev_ids_.data(), ids_.data(), ids_.size() * sizeof(int32_t));
+    ids_uploaded_ = true;
+  }
+  return static_cast<const int32_t*>(dev_ids_.data());
+}
+
+}  // namespace rnn_dist
