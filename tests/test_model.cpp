@@ -203,6 +203,45 @@ TEST(Model, GradientMatchesFiniteDifferences) {
   expect_gradients_match(m, random_batch({6, 5, 5, 3, 2}, 7, 17), "language model");
 }
 
+// --sparse-embedding: the touched rows, over two accumulated passes, are bitwise the dense model's rows of
+// emb.weight's gradient (which the finite differences above check), every other gradient is the dense
+// one, and the embedding's region of grads() stays zero.
+TEST(Model, SparseEmbeddingGradientIsTheDenseOne) {
+  for (int threads : {1, 2}) {
+    auto backend = make_backend(DeviceType::cpu, 0, threads);
+    ModelConfig sc = small_config();
+    sc.vocab = 40;
+    Model dense(*backend, sc);
+    sc.sparse_embedding = true;
+    Model sparse(*backend, sc);
+    dense.init(3);
+    sparse.init(3);
+    ASSERT_EQ(sparse.dense_grad_offset(), sparse.param_slices()[1].offset);
+    SparseRows& rows = *sparse.sparse_embedding_grad();
+    rows.clear();
+    for (uint32_t seed : {17u, 18u}) {
+      const Batch batch = random_batch({6, 5, 5, 3, 2}, 11, seed);  // ids below 11 of 40: most rows untouched
+      dense.forward_backward(batch, 0.5f, 0);
+      sparse.forward_backward(batch, 0.5f, 0);
+    }
+    const auto gd = download_grads(dense), gs = download_grads(sparse);
+    const int64_t E = sc.embed, d0 = sparse.dense_grad_offset();
+    for (int64_t i = 0; i < d0; ++i) ASSERT_EQ(gs[i], 0.0f) << "dense embedding gradient element " << i;
+    for (int64_t i = d0; i < static_cast<int64_t>(gd.size()); ++i) ASSERT_EQ(gs[i], gd[i]) << "gradient element " << i;
+    std::vector<bool> seen(static_cast<size_t>(sc.vocab), false);
+    EXPECT_GT(rows.size(), 3);
+    EXPECT_LE(rows.size(), 11);
+    for (int64_t j = 0; j < rows.size(); ++j) {
+      const int32_t id = rows.ids()[static_cast<size_t>(j)];
+      seen[static_cast<size_t>(id)] = true;
+      for (int64_t c = 0; c < E; ++c) EXPECT_EQ(rows.rows()[j * E + c], gd[id * E + c]) << "row " << id;
+    }
+    for (int64_t id = 0; id < sc.vocab; ++id)
+      if (!seen[static_cast<size_t>(id)])
+        for (int64_t c = 0; c < E; ++c) EXPECT_EQ(gd[id * E + c], 0.0f) << "untouched row " << id << " has a gradient";
+  }
+}
+
 TEST(Model, GradientsAccumulateAndScale) {
   auto backend = make_backend(DeviceType::cpu, 0, 1);
   Model m(*backend, small_config());
