@@ -33,6 +33,7 @@
 #include "rnn_dist/nn/backend.h"
 #include "rnn_dist/nn/model.h"
 #include "rnn_dist/nn/optimizer.h"
+#include "rnn_dist/nn/sparse_rows.h"
 #include "rnn_dist/train/checkpoint.h"
 #include "rnn_dist/util/bfloat16.h"
 #include "rnn_dist/util/error.h"
@@ -290,6 +291,52 @@ TEST_F(CudaBackendTest, OptimizerUpdatesMatchTheCpu) {
     expect_close(gp.host(), p, "parameters", 1e-6);
     expect_close(ga.host(), a, "first state", 1e-6);
     if (kind != "sgd") expect_close(gb.host(), b, "second state", 1e-6);
+  }
+}
+
+// --sparse-embedding's kernels: SparseRows on the GPU (its index arrays uploaded, its rows summed without
+// atomics) is the CPU's bitwise, over two calls with repeats and placeholders; the row updates equal the
+// CPU's on the touched rows and leave the others as they were.
+TEST_F(CudaBackendTest, SparseRowsAndRowUpdatesMatchTheCpu) {
+  const int64_t V = 41, rows = 60;
+  const int dim = 9;
+  SparseRows cpu_rows(*cpu_, V, dim), gpu_rows(*gpu_, V, dim);
+  for (int call = 0; call < 2; ++call) {
+    auto ids = random_ids(rows, static_cast<int>(V), 30 + call);
+    ids[5] = static_cast<int32_t>(V);  // a placeholder
+    const auto dout = random_floats(rows * dim, 40 + call);
+    DeviceVector<float> gdout(*gpu_, dout);
+    cpu_rows.add(ids.data(), rows, dout.data());
+    gpu_rows.add(ids.data(), rows, gdout.get());
+  }
+  ASSERT_EQ(gpu_rows.ids(), cpu_rows.ids());
+  const int64_t k = cpu_rows.size();
+  std::vector<float> got(k * dim);
+  gpu_->download(got.data(), gpu_rows.rows(), got.size() * sizeof(float));
+  EXPECT_EQ(got, std::vector<float>(cpu_rows.rows(), cpu_rows.rows() + k * dim));
+  const auto p0 = random_floats(V * dim, 50), g = std::vector<float>(cpu_rows.rows(), cpu_rows.rows() + k * dim);
+  for (const std::string kind : {"sgd", "adam", "adamw"}) {
+    SCOPED_TRACE(kind);
+    std::vector<float> p = p0, a(V * dim, 0.5f), b(V * dim, 0.25f);
+    DeviceVector<float> gp(*gpu_, p0), ga(*gpu_, a), gb(*gpu_, b), gg(*gpu_, g);
+    for (int step = 1; step <= 2; ++step) {
+      if (kind == "sgd") {
+        cpu_->sgd_update_rows(p.data(), g.data(), a.data(), cpu_rows.device_ids(), k, dim, 0.1f, 0.9f, 0.01f);
+        gpu_->sgd_update_rows(gp.get(), gg.get(), ga.get(), gpu_rows.device_ids(), k, dim, 0.1f, 0.9f, 0.01f);
+      } else {
+        const bool decoupled = kind == "adamw";
+        cpu_->adam_update_rows(p.data(), g.data(), a.data(), b.data(), cpu_rows.device_ids(), k, dim, 1e-2f, 0.9f,
+                               0.999f, 1e-8f, 0.05f, decoupled, step);
+        gpu_->adam_update_rows(gp.get(), gg.get(), ga.get(), gb.get(), gpu_rows.device_ids(), k, dim, 1e-2f, 0.9f,
+                               0.999f, 1e-8f, 0.05f, decoupled, step);
+      }
+    }
+    expect_close(gp.host(), p, "parameters", 1e-6);
+    expect_close(ga.host(), a, "first state", 1e-6);
+    if (kind != "sgd") expect_close(gb.host(), b, "second state", 1e-6);
+    int untouched = 0;
+    for (int64_t i = 0; i < V * dim; ++i) untouched += p[i] == p0[i];
+    EXPECT_EQ(untouched, (V - k) * dim) << "the CPU's update changed rows outside the touched ones";
   }
 }
 

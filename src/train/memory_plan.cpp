@@ -261,7 +261,7 @@ MemoryPlan plan_memory(const TrainerConfig& c, const SequenceFile& train, const 
   }
   const int64_t before_held = counter.bytes_in_use();
   std::vector<Tensor> held;
-  held.emplace_back(counter, std::vector<int64_t>{4});  // two doubles
+  held.emplace_back(counter, std::vector<int64_t>{6});  // three doubles
   const int64_t state = int64_t{mc.layers} * columns * (mc.state_width() + mc.hidden);
   if (stream) held.emplace_back(counter, std::vector<int64_t>{state}), held.emplace_back(counter, std::vector<int64_t>{state});
   const bool reduces = world > 1, padded = c.allreduce == "hierarchical" || c.allreduce_dtype == "bf16";

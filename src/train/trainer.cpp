@@ -193,7 +193,8 @@ class Trainer {
   double t_wait_ = 0, t_compute_ = 0, t_allreduce_ = 0, t_update_ = 0;
   // Host synchronisations with the device in the steps (Backend::host_syncs): their sum and the most in one.
   int64_t step_syncs_ = 0, max_step_syncs_ = 0, synced_steps_ = 0;
-  // The step's loss sum and squared gradient norm in the backend's memory, read back together.
+  // The step's loss sum and squared gradient norm (dense part, then the sparse rows') in the backend's
+  // memory, read back together.
   Buffer step_scalars_;
   double total_tokens_ = 0;
   int64_t bad_steps_ = 0, bad_in_a_row_ = 0;
@@ -370,7 +371,7 @@ void Trainer::connect() {
   if (nccl) nccl_topo_ = make_nccl_topology(topo_, *backend_, c_.comm_timeout + grace_);
   reduce_topo_ = nccl ? &nccl_topo_ : &topo_;
   scratch_ = Tensor(*backend_, {0});
-  step_scalars_ = Buffer(*backend_, 2 * sizeof(double));
+  step_scalars_ = Buffer(*backend_, 3 * sizeof(double));
   GradientReducer::Options ro;
   ro.algo = c_.allreduce == "flat" ? AllreduceAlgo::flat : AllreduceAlgo::hierarchical;
   ro.wire = c_.allreduce_dtype == "bf16" ? WireType::bf16 : WireType::fp32;
@@ -700,7 +701,7 @@ int Trainer::run() {
       const int64_t syncs_before = backend.host_syncs();
       backend.zero(model.grads().data() + d0, n - d0);
       if (sparse) sparse->clear();
-      auto* scalars = static_cast<double*>(step_scalars_.data());  // [loss sum, squared gradient norm]
+      auto* scalars = static_cast<double*>(step_scalars_.data());  // [loss sum, squared gradient norms]
       backend.zero(reinterpret_cast<float*>(scalars), sizeof(double) / sizeof(float));  // 0.0: all zero bits
       // Before the backward pass, which adds to it: with overlap, element 0's bucket leaves with the pass.
       if (injected_nan(topo_.world_rank(), pos_.step + 1)) {
@@ -726,23 +727,23 @@ int Trainer::run() {
       // of both scalars are queued behind the step's kernels, and the step waits once: in complete() with
       // several ranks (finish_read then finds the values there), in finish_read() with one. The norm's
       // time, which the CPU spends here, counts as update time.
-      double read[2] = {0, 0}, norm_seconds = 0;
+      double read[3] = {0, 0, 0}, norm_seconds = 0;
       SparseRows* rows = nullptr;  // the step's embedding rows summed over the ranks
       try {
         reducer_->finish();
-        const auto n0 = Clock::now();
-        backend.sum_squares(model.grads().data() + d0, n - d0, scalars + 1);
-        norm_seconds = seconds_since(n0);
-        backend.start_read(scalars, 2);
-        reducer_->complete();
-        backend.finish_read(read);
-        if (sparse) {
+        if (sparse) {  // over MPI (host memory), after the reducer's last collective
           arm("the sparse embedding exchange");
           rows = &sparse_exchange_->exchange(*sparse, model.grads().data());
           disarm();
-          const auto n1 = Clock::now();
-          read[1] += backend.sum_squares(rows->rows(), rows->size() * rows->dim());
-          norm_seconds += seconds_since(n1);
+        }
+        const auto n0 = Clock::now();
+        backend.sum_squares(model.grads().data() + d0, n - d0, scalars + 1);
+        if (rows) backend.sum_squares(rows->rows(), rows->size() * rows->dim(), scalars + 2);
+        norm_seconds = seconds_since(n0);
+        backend.start_read(scalars, rows ? 3 : 2);
+        reducer_->complete();
+        backend.finish_read(read);
+        if (rows) {
           const SparseExchange::Last& last = sparse_exchange_->last();
           sparse_rows_ += double(rows->size()), sparse_bytes_ += last.bytes;
           sparse_gathers_ += last.gathered, ++sparse_steps_;
@@ -751,7 +752,7 @@ int Trainer::run() {
         reducer_->disarm();  // armed by finish() until complete()
         throw Error(cat("step ", pos_.step + 1, ": ", e.what()));
       }
-      const double loss_sum = read[0], norm = std::sqrt(read[1]);
+      const double loss_sum = read[0], norm = std::sqrt(read[1] + read[2]);
       // The step's loss sum, loss terms and rows, and the stop requests (a signal on any rank stops every
       // rank after this step), in one small all-reduce of doubles (exact, where float counts are not past 2^24).
       StepTotals totals(loss_sum, batch, g_stop_signal);
