@@ -175,7 +175,7 @@ class Trainer {
   std::optional<GradientReducer> reducer_;
   // --sparse-embedding: the touched rows' exchange between ranks, and what it moved over the steps.
   std::optional<SparseExchange> sparse_exchange_;
-  double sparse_rows_ = 0, sparse_bytes_ = 0;
+  double sparse_rows_ = 0, sparse_bytes_ = 0, sparse_seconds_ = 0;
   int64_t sparse_gathers_ = 0, sparse_steps_ = 0;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Optimizer> optimizer_;
@@ -733,7 +733,9 @@ int Trainer::run() {
         reducer_->finish();
         if (sparse) {  // over MPI (host memory), after the reducer's last collective
           arm("the sparse embedding exchange");
+          const auto e0 = Clock::now();
           rows = &sparse_exchange_->exchange(*sparse, model.grads().data());
+          sparse_seconds_ += seconds_since(e0);
           disarm();
         }
         const auto n0 = Clock::now();
@@ -874,11 +876,12 @@ int Trainer::run() {
                << shortest(double(step_syncs_) / double(std::max<int64_t>(1, synced_steps_)))
                << ",\"host_syncs_max\":" << max_step_syncs_ << ",\"peak_resident_bytes\":" << peaks[0]
                << ",\"peak_device_bytes\":" << peaks[1];
-      // The sparse embedding's rows per step (summed over the ranks) and the bytes its exchange received per
-      // rank and step (the model of dist/sparse_exchange.h).
+      // The sparse embedding's rows per step (summed over the ranks), the bytes its exchange received per
+      // rank and step (the model of dist/sparse_exchange.h) and its time (part of the all-reduce's).
       if (sparse_steps_ > 0)
         metrics_ << ",\"sparse_rows_per_step\":" << shortest(sparse_rows_ / double(sparse_steps_))
                  << ",\"sparse_exchange_bytes_per_step\":" << shortest(sparse_bytes_ / double(sparse_steps_))
+                 << ",\"sparse_exchange_s_per_step\":" << shortest(sparse_seconds_ / double(sparse_steps_))
                  << ",\"sparse_gathered_steps\":" << sparse_gathers_;
       // The buckets' sizes, how long before the backward pass ended each was sent (the model's inputs) and
       // when it completed.
