@@ -5,7 +5,10 @@
 // --dtype bf16 sends the values as bfloat16 (--allreduce-dtype): bytes are then the bytes sent, half the
 // float32 ones for the same count.
 //   mpirun -np N allreduce_bench [--device cpu|cuda] [--ranks-per-node K] [--min-bytes B] [--max-bytes B]
-//                                [--iters I] [--dtype fp32|bf16]
+//                                [--iters I] [--dtype fp32|bf16] [--op allreduce|allgather]
+// --op allgather times the all-gather instead (float32, flat; bytes: the gathered total, each rank's slice
+// bytes / n; bus bandwidth (n-1)/n x bytes / time), which the sparse embedding's exchange uses
+// (dist/sparse_exchange.h).
 // Exit status 1 if any result is wrong.
 #include <chrono>
 #include <cmath>
@@ -25,7 +28,7 @@ using namespace rnn_dist;
 
 int main(int argc, char** argv) {
   int ranks_per_node = 0, iters = 5;
-  std::string device = "cpu", dtype = "fp32";
+  std::string device = "cpu", dtype = "fp32", op = "allreduce";
   long long min_bytes = 1024, max_bytes = 256ll << 20;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string a = argv[i];
@@ -35,6 +38,7 @@ int main(int argc, char** argv) {
     else if (a == "--max-bytes") max_bytes = std::atoll(argv[i + 1]);
     else if (a == "--iters") iters = std::atoi(argv[i + 1]);
     else if (a == "--dtype") dtype = argv[i + 1];
+    else if (a == "--op") op = argv[i + 1];
     else {
       std::fprintf(stderr, "allreduce_bench: unknown option %s\n", a.c_str());
       return 2;
@@ -48,6 +52,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "allreduce_bench: --dtype: '%s' is not fp32 or bf16\n", dtype.c_str());
     return 2;
   }
+  if (op != "allreduce" && op != "allgather") {
+    std::fprintf(stderr, "allreduce_bench: --op: '%s' is not allreduce or allgather\n", op.c_str());
+    return 2;
+  }
+  if (op == "allgather" && dtype != "fp32") {
+    std::fprintf(stderr, "allreduce_bench: --op allgather times float32 only\n");
+    return 2;
+  }
+  const bool gather = op == "allgather";
   const WireType wire = dtype == "bf16" ? WireType::bf16 : WireType::fp32;
   const long long elem = wire == WireType::bf16 ? 2 : 4;
   MpiEnvironment mpi(&argc, &argv);
@@ -73,8 +86,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (rank == 0)
-    std::printf("# %d ranks, %d node(s) of %d, %s sums over %s\n# %12s %12s %6s %10s %10s %10s %s\n", n, topo.num_nodes,
-                topo.local_size(), wire == WireType::bf16 ? "bfloat16" : "float32", device == "cuda" ? "NCCL" : "MPI", "bytes", "count", "algo", "time_us", "algbw_GB/s", "busbw_GB/s", "check");
+    std::printf("# %d ranks, %d node(s) of %d, %s %s over %s\n# %12s %12s %6s %10s %10s %10s %s\n", n, topo.num_nodes,
+                topo.local_size(), wire == WireType::bf16 ? "bfloat16" : "float32", gather ? "all-gathers" : "sums", device == "cuda" ? "NCCL" : "MPI", "bytes", "count", "algo", "time_us", "algbw_GB/s", "busbw_GB/s", "check");
   std::vector<long long> counts;
   for (long long b = min_bytes; b <= max_bytes; b *= 2) counts.push_back(b / elem);
   counts.push_back(min_bytes / elem + 3);  // not divisible by any local size above 1 that divides min_bytes/elem
@@ -82,6 +95,42 @@ int main(int argc, char** argv) {
   int64_t sizes[2] = {topo.local_size(), -topo.local_size()};
   mpi_topo.world->allreduce_max(sizes, 2);
   std::vector<AllreduceAlgo> algos = {AllreduceAlgo::flat};
+  if (gather) {
+    bool all_ok = true;
+    std::vector<float> host;
+    Tensor data(*backend, {0});
+    for (long long count : counts) {
+      const long long chunk = std::max<long long>(1, count / n), total = chunk * n;
+      // Each rank's slice holds values of its own; after the gather every slice must be its rank's.
+      auto value = [](long long i, int r) { return float((i * 7 + r * 13) % 17); };
+      host.assign(total, -1.0f);
+      for (long long i = 0; i < chunk; ++i) host[rank * chunk + i] = value(i, rank);
+      data.resize(total);
+      backend->upload(data.data(), host.data(), total * sizeof(float));
+      topo.world->allgather(data.data(), chunk);
+      topo.world->complete("all-gather");
+      backend->download(host.data(), data.data(), total * sizeof(float));
+      bool ok = true;
+      for (long long i = 0; i < total && ok; ++i) ok = host[i] == value(i % chunk, int(i / chunk));
+      int64_t bad = ok ? 0 : 1;
+      mpi_topo.world->allreduce_max(&bad, 1);
+      all_ok = all_ok && bad == 0;
+      topo.world->barrier();
+      auto t0 = std::chrono::steady_clock::now();
+      for (int k = 0; k < iters; ++k) {
+        topo.world->allgather(data.data(), chunk);
+        topo.world->complete("all-gather");
+      }
+      topo.world->barrier();
+      double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
+      double bytes = double(total) * 4, algbw = bytes / us / 1e3, busbw = algbw * (n - 1) / n;
+      if (rank == 0)
+        std::printf("  %12.0f %12lld %6s %10.1f %10.3f %10.3f %s\n", bytes, total, "gather", us, algbw, busbw,
+                    bad ? "WRONG" : "ok");
+    }
+    if (rank == 0) std::printf("%s\n", all_ok ? "# all results correct" : "# SOME RESULTS WRONG");
+    return all_ok ? 0 : 1;
+  }
   if (sizes[0] == -sizes[1]) algos.push_back(AllreduceAlgo::hierarchical);
   else if (rank == 0) std::printf("# nodes of unequal size: hierarchical skipped\n");
   bool all_ok = true;
