@@ -306,8 +306,8 @@ TEST_F(CudaBackendTest, SparseRowsAndRowUpdatesMatchTheCpu) {
     ids[5] = static_cast<int32_t>(V);  // a placeholder
     const auto dout = random_floats(rows * dim, 40 + call);
     DeviceVector<float> gdout(*gpu_, dout);
-    cpu_rows.add(ids.data(), rows, dout.data());
-    gpu_rows.add(ids.data(), rows, gdout.get());
+    cpu_rows.add(ids.data(), rows, dout.data(), true);
+    gpu_rows.add(ids.data(), rows, gdout.get(), true);
   }
   ASSERT_EQ(gpu_rows.ids(), cpu_rows.ids());
   const int64_t k = cpu_rows.size();

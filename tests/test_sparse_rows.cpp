@@ -47,7 +47,7 @@ TEST(SparseRows, RowsAreTheDenseTablesRowsBitwise) {
         for (int32_t& id : ids) id = static_cast<int32_t>(rng() % 20) + (part == 2 ? 25 : 0);  // some ids shared
         if (part == 2) ids[3] = ids[17] = static_cast<int32_t>(V);                               // placeholders
         const std::vector<float> dout = random_floats(static_cast<size_t>(rows * E), 100 * call + part);
-        sparse.add(ids.data(), rows, dout.data());
+        sparse.add(ids.data(), rows, dout.data(), true);
         for (int64_t r = 0; r < rows; ++r) {
           if (ids[r] == V) continue;
           backend->embedding_backward(&ids[r], 1, dout.data() + r * E, E, dense.data());
@@ -65,16 +65,24 @@ TEST(SparseRows, RowsAreTheDenseTablesRowsBitwise) {
   }
 }
 
+// An id outside the table, or the placeholder where none is expected, is refused naming it, and the rows
+// are left as they were.
 TEST(SparseRows, IdOutsideTheTableIsRefused) {
   auto backend = make_backend(DeviceType::cpu, 0, 1);
   SparseRows sparse(*backend, 10, 4);
   const std::vector<float> dout(8, 1.0f);
-  const int32_t ids[2] = {3, 11};
-  try {
-    sparse.add(ids, 2, dout.data());
-    FAIL() << "no error";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("id 11 is outside the table's 10 rows"), std::string::npos) << e.what();
+  const int32_t first[1] = {5};
+  sparse.add(first, 1, dout.data());
+  for (int32_t bad : {11, -1, 10}) {
+    const int32_t ids[2] = {3, bad};
+    try {
+      sparse.add(ids, 2, dout.data());
+      FAIL() << "no error for id " << bad;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(cat("id ", bad, " is outside the table's 10 rows")), std::string::npos)
+          << e.what();
+    }
+    EXPECT_EQ(sparse.ids(), std::vector<int32_t>{5});
   }
 }
 

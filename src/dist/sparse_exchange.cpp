@@ -20,7 +20,7 @@ SparseExchange::SparseExchange(Backend& backend, Communicator& world, int64_t vo
 SparseRows& SparseExchange::exchange(SparseRows& local, float* table_grad) {
   const int n = world_.size();
   if (n == 1) {
-    last_ = {true, local.size(), 0};
+    last_ = {};
     return local;
   }
   const int64_t V = local.vocab(), E = local.dim();
@@ -38,18 +38,21 @@ SparseRows& SparseExchange::exchange(SparseRows& local, float* table_grad) {
   global_.clear();
   if (gather) {
     rows_.resize(n * k * E);
+    float* slice = rows_.data() + world_.rank() * k * E;
     if (local.size() > 0)
-      backend_.copy(rows_.data() + world_.rank() * k * E, local.rows(), static_cast<size_t>(local.size() * E) * sizeof(float));
+      backend_.copy(slice, local.rows(), static_cast<size_t>(local.size() * E) * sizeof(float));
+    // The padding is never read; zeroed, every run sends the same bytes.
+    backend_.zero(slice + local.size() * E, (k - local.size()) * E);
     if (k > 0) world_.allgather(rows_.data(), k * E);
-    global_.add(flat_.data(), n * k, rows_.data());
-    last_ = {true, k, double(n - 1) * double(k) * double(E + 1) * 4};
+    global_.add(flat_.data(), n * k, rows_.data(), true);
+    last_ = {true, double(n - 1) * double(k) * double(E + 1) * 4};
   } else {
     backend_.embedding_backward(local.device_ids(), local.size(), local.rows(), static_cast<int>(E), table_grad);
     world_.allreduce_sum(table_grad, V * E);
     global_.add_ids(flat_.data(), n * k);
     backend_.embedding_forward(global_.device_ids(), global_.size(), table_grad, static_cast<int>(E), global_.rows());
     backend_.zero(table_grad, V * E);
-    last_ = {false, k, 2.0 * double(n - 1) / n * double(V) * double(E) * 4 + double(n - 1) * double(k) * 4};
+    last_ = {false, 2.0 * double(n - 1) / n * double(V) * double(E) * 4 + double(n - 1) * double(k) * 4};
   }
   return global_;
 }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "rnn_dist/nn/sparse_rows.h"
 #include "rnn_dist/util/error.h"
 
 namespace rnn_dist {

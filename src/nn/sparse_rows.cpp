@@ -2,6 +2,7 @@
 #include "rnn_dist/nn/sparse_rows.h"
 
 #include <algorithm>
+#include <climits>
 
 #include "rnn_dist/util/error.h"
 
@@ -9,7 +10,7 @@ namespace rnn_dist {
 
 SparseRows::SparseRows(Backend& backend, int64_t vocab, int dim)
     : backend_(backend), vocab_(vocab), dim_(dim), slot_of_(static_cast<size_t>(vocab), -1),
-      rows_(backend, {0}), grown_(backend, {0}) {}
+      rows_(backend, {0}) {}
 
 void SparseRows::clear() {
   for (int32_t id : ids_) slot_of_[static_cast<size_t>(id)] = -1;
@@ -17,7 +18,13 @@ void SparseRows::clear() {
   ids_uploaded_ = false;
 }
 
-void SparseRows::assign(const int32_t* ids, int64_t n) {
+void SparseRows::assign(const int32_t* ids, int64_t n, bool placeholders) {
+  // The kernels' indices are int32.
+  if (n > INT32_MAX || size() + n > INT32_MAX)
+    throw Error(cat("sparse gradient: ", n, " rows in one call, more than its int32 indices hold"));
+  for (int64_t r = 0; r < n; ++r)
+    if (ids[r] < 0 || ids[r] > vocab_ || (ids[r] == vocab_ && !placeholders))
+      throw Error(cat("sparse gradient: id ", ids[r], " is outside the table's ", vocab_, " rows"));
   row_slot_.resize(static_cast<size_t>(n));
   for (int64_t r = 0; r < n; ++r) {
     const int32_t id = ids[r];
@@ -25,7 +32,6 @@ void SparseRows::assign(const int32_t* ids, int64_t n) {
       row_slot_[static_cast<size_t>(r)] = -1;
       continue;
     }
-    if (id < 0 || id > vocab_) throw Error(cat("sparse gradient: id ", id, " is outside the table's ", vocab_, " rows"));
     int32_t& slot = slot_of_[static_cast<size_t>(id)];
     if (slot < 0) {
       slot = static_cast<int32_t>(ids_.size());
@@ -38,14 +44,14 @@ void SparseRows::assign(const int32_t* ids, int64_t n) {
   if (need <= rows_.numel()) return;
   // Grows by half again at least, keeping the rows of earlier calls of this step.
   const int64_t old = rows_.numel();
-  grown_.resize(std::max(need, old + old / 2));
-  if (old > 0) backend_.copy(grown_.data(), rows_.data(), static_cast<size_t>(old) * sizeof(float));
-  std::swap(rows_, grown_);
+  Tensor grown(backend_, {std::max(need, old + old / 2)});
+  if (old > 0) backend_.copy(grown.data(), rows_.data(), static_cast<size_t>(old) * sizeof(float));
+  rows_ = std::move(grown);
 }
 
-void SparseRows::add(const int32_t* ids, int64_t rows, const float* dout) {
+void SparseRows::add(const int32_t* ids, int64_t rows, const float* dout, bool placeholders) {
   const int64_t fresh_from = size();
-  assign(ids, rows);
+  assign(ids, rows, placeholders);
   // The rows of each slot this call touches, in row order (a counting sort by slot).
   local_.assign(ids_.size(), -1);
   slots_.clear();
@@ -81,7 +87,7 @@ void SparseRows::add(const int32_t* ids, int64_t rows, const float* dout) {
                                    dout, dim_, rows_.data());
 }
 
-void SparseRows::add_ids(const int32_t* ids, int64_t n) { assign(ids, n); }
+void SparseRows::add_ids(const int32_t* ids, int64_t n) { assign(ids, n, true); }
 
 const int32_t* SparseRows::device_ids() {
   if (!ids_uploaded_) {

@@ -270,6 +270,18 @@ MemoryPlan plan_memory(const TrainerConfig& c, const SequenceFile& train, const 
     const int64_t n = model.num_params(), elems = c.allreduce_dtype == "bf16" ? (n + 1) / 2 : n;
     held.emplace_back(counter, std::vector<int64_t>{elems + 64});  // the padding to the local size
   }
+  if (mc.sparse_embedding) {
+    // --sparse-embedding: a step's touched rows (at most its rows, over the micro-batches), and with several
+    // ranks the exchange's n x k gathered rows and the global rows they sum to (dist/sparse_exchange.h).
+    int64_t step_rows = 0;
+    for (const std::vector<int>& lengths : train_batches) step_rows = std::max(step_rows, rows_of(lengths));
+    const int64_t k = std::min<int64_t>(mc.vocab, step_rows * (stream ? 1 : c.accumulate)), E = mc.embed;
+    held.emplace_back(counter, std::vector<int64_t>{k * E});
+    if (world > 1) {
+      held.emplace_back(counter, std::vector<int64_t>{world * k * E});
+      held.emplace_back(counter, std::vector<int64_t>{std::min<int64_t>(mc.vocab, world * k) * E});
+    }
+  }
   plan.communication = counter.bytes_in_use() - before_held;
 
   // The passes: the largest training batches with every route of the targets, then evaluation's.

@@ -259,6 +259,10 @@ void Trainer::setup() {
   backend_ = make_backend(device, device_index_, c_.threads,
                           device == DeviceType::cuda ? math_mode_of(c_) : MathMode::fp32);
   check_overlap_device(c_, device);
+  // The sparse rows' exchange runs its collectives on host memory (MPI).
+  if (c_.model.sparse_embedding && device == DeviceType::cuda && world > 1)
+    throw InputError("--sparse-embedding on several GPUs: the touched rows are exchanged over MPI in host memory, "
+                     "not yet over NCCL (one GPU, or the CPU backend)");
   model_ = std::make_unique<Model>(*backend_, model_config(c_, *train_));
   model_->init(c_.seed);
   // Overlap pays where there is something to overlap (gradients of more than one bucket) and where the
@@ -268,7 +272,7 @@ void Trainer::setup() {
   overlap_ = topo_.world_size() > 1 &&
              (c_.overlap == "on" || (c_.overlap == "auto" && device == DeviceType::cpu && c_.allreduce == "flat" &&
                                      topo_.world_size() >= 4 && mpi_threads_serialized() &&
-                                     model_->num_params() > bucket_elems()));
+                                     model_->num_params() - model_->dense_grad_offset() > bucket_elems()));
   optimizer_ = std::make_unique<Optimizer>(*backend_, c_.optimizer, model_->num_params());
   schedule_ = std::make_unique<LrSchedule>(c_.schedule, c_.optimizer.lr, total_steps_);
   // Every buffer a step touches lives on this rank's device: the classic multi-GPU failure, checked.
@@ -379,10 +383,6 @@ void Trainer::connect() {
   ro.bucket_elems = bucket_elems();
   reducer_.emplace(*reduce_topo_, scratch_, ro, watchdog_ ? &*watchdog_ : nullptr, nccl ? kNcclAbortMargin : 0.0);
   if (model_->sparse_embedding_grad()) {
-    // The rows' ids are bookkept on the host, and the exchange's collectives run on host memory (MPI).
-    if (nccl)
-      throw InputError("--sparse-embedding on several GPUs: the touched rows are exchanged over MPI in host memory, "
-                       "not yet over NCCL (one GPU, or the CPU backend)");
     sparse_exchange_.emplace(*backend_, *topo_.world, model_->config().vocab, model_->config().embed,
                              sparse_exchange_mode_from(c_.sparse_exchange));
   }
@@ -731,12 +731,14 @@ int Trainer::run() {
       SparseRows* rows = nullptr;  // the step's embedding rows summed over the ranks
       try {
         reducer_->finish();
-        if (sparse) {  // over MPI (host memory), after the reducer's last collective
-          arm("the sparse embedding exchange");
+        // Over MPI (host memory), after the reducer's collectives have returned (and disarmed the watchdog:
+        // several GPUs, whose all-reduce finish() leaves armed until complete(), are refused).
+        if (sparse) {
+          if (watchdog_) watchdog_->arm("the sparse embedding exchange", pos_.step + 1);
           const auto e0 = Clock::now();
           rows = &sparse_exchange_->exchange(*sparse, model.grads().data());
           sparse_seconds_ += seconds_since(e0);
-          disarm();
+          if (watchdog_) watchdog_->disarm();
         }
         const auto n0 = Clock::now();
         backend.sum_squares(model.grads().data() + d0, n - d0, scalars + 1);
@@ -876,8 +878,9 @@ int Trainer::run() {
                << shortest(double(step_syncs_) / double(std::max<int64_t>(1, synced_steps_)))
                << ",\"host_syncs_max\":" << max_step_syncs_ << ",\"peak_resident_bytes\":" << peaks[0]
                << ",\"peak_device_bytes\":" << peaks[1];
-      // The sparse embedding's rows per step (summed over the ranks), the bytes its exchange received per
-      // rank and step (the model of dist/sparse_exchange.h) and its time (part of the all-reduce's).
+      // The sparse embedding's distinct rows per step (over all ranks), the bytes its exchange received per
+      // rank and step (the model of dist/sparse_exchange.h), its time (part of the all-reduce's) and the
+      // steps whose rows were all-gathered (none on one rank, which exchanges nothing).
       if (sparse_steps_ > 0)
         metrics_ << ",\"sparse_rows_per_step\":" << shortest(sparse_rows_ / double(sparse_steps_))
                  << ",\"sparse_exchange_bytes_per_step\":" << shortest(sparse_bytes_ / double(sparse_steps_))

@@ -32,10 +32,11 @@ class SparseExchange {
   // (vocab x dim floats of the backend, zero) is the allreduce way's table, zero again on return. Collective.
   SparseRows& exchange(SparseRows& local, float* table_grad);
 
+  // The last exchange (nothing on one rank): whether its rows were gathered, and the bytes it received
+  // per rank (the model above).
   struct Last {
-    bool gathered = false;  // which way the last exchange went
-    int64_t rows = 0;       // its k
-    double bytes = 0;       // bytes it received per rank (the model above)
+    bool gathered = false;
+    double bytes = 0;
   };
   const Last& last() const { return last_; }
 

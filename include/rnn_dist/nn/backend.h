@@ -125,7 +125,8 @@ class Backend {
   virtual void embedding_forward(const int32_t* ids, int64_t rows, const float* table, int dim, float* out) = 0;
   virtual void embedding_backward(const int32_t* ids, int64_t rows, const float* dout, int dim, float* dtable) = 0;
   // The same sums into the compact rows of a row-sparse gradient (cpu_kernels.h; order, starts and slots
-  // in this backend's memory): bitwise the rows embedding_backward would add into a dense table.
+  // in this backend's memory), each row in the CPU's order: bitwise the rows the CPU's embedding_backward
+  // adds into a dense table.
   virtual void embedding_backward_rows(const int32_t* order, const int32_t* starts, const int32_t* slots, int64_t k,
                                        int64_t fresh_from, const float* dout, int dim, float* rows) = 0;
   virtual void linear_forward(const float* x, int64_t rows, int in, const float* w, const float* b, int out,

@@ -7,10 +7,11 @@
 #include <vector>
 
 #include "rnn_dist/nn/backend.h"
-#include "rnn_dist/nn/sparse_rows.h"
 #include "rnn_dist/nn/tensor.h"
 
 namespace rnn_dist {
+
+class SparseRows;
 
 struct OptimizerConfig {
   std::string kind = "adam";  // sgd | adam | adamw
@@ -23,9 +24,10 @@ struct OptimizerConfig {
 //
 // A row-sparse table (--sparse-embedding, SparseRows) gets these formulas on the rows the step touched
 // only; a row the step does not touch keeps its value and its state. For SGD without momentum and weight
-// decay that is the dense update bitwise (g = 0 leaves p unchanged); for Adam and AdamW it is
-// torch.optim.SparseAdam's semantics (the moments of untouched rows are not decayed, the bias correction
-// counts every step), with the weight decay of the formulas above applied to the touched rows.
+// decay that is the dense update bitwise (g = 0 leaves p unchanged). For Adam and AdamW it is the lazy
+// semantics of torch.optim.SparseAdam (the moments of untouched rows are not decayed; the bias correction
+// counts every step) with the formulas above, which SparseAdam's differ from in placing eps
+// (m / (sqrt(v) + eps) scaled by sqrt(bc2)) and in having no weight decay: here the touched rows get it.
 
 // Adam's bias corrections of step t (1-based), in the form every backend's update uses:
 // p -= step_size * m / (sqrt(v) * inv_sqrt_bc2 + eps), computed in double and rounded once, so backends agree.

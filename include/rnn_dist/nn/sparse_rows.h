@@ -9,22 +9,23 @@
 
 namespace rnn_dist {
 
-// The embedding's gradient under --sparse-embedding: at most a batch's rows, never a dense vocab x dim
-// buffer. The ids are kept on the host (the batch's ids are there: the bookkeeping costs no device
-// round trip) and mirrored in the backend's memory for the kernels; the rows are in the backend's memory.
-// Each touched row is summed in the order Backend::embedding_backward adds it into a dense table (the
-// calls in order, each call's rows in order), so it is bitwise that table's row.
+// The embedding's gradient under --sparse-embedding: at most a batch's rows, not computed, zeroed or
+// summed as a dense vocab x dim table. The ids are kept on the host (the batch's ids are there: the
+// bookkeeping costs no device round trip) and mirrored in the backend's memory for the kernels; the rows
+// are in the backend's memory. Each touched row is summed in the order the CPU's
+// Backend::embedding_backward adds it into a dense table (the calls in order, each call's rows in order),
+// so on the CPU it is bitwise that table's row (a GPU's dense kernel adds with atomics, in no fixed order).
 class SparseRows {
  public:
   SparseRows(Backend& backend, int64_t vocab, int dim);
 
   // A new step: no rows touched.
   void clear();
-  // Adds the rows of dout (rows x dim, backend memory) to the rows of ids[0, rows) (host). An id equal to
-  // vocab() is a placeholder and skipped (the padding of an all-gather); any other outside [0, vocab())
-  // throws Error naming it.
-  void add(const int32_t* ids, int64_t rows, const float* dout);
-  // Registers ids (host) as touched without adding to their rows (placeholders skipped): new ones get a
+  // Adds the rows of dout (rows x dim, backend memory) to the rows of ids[0, rows) (host). With
+  // `placeholders`, an id equal to vocab() is skipped (the padding of an all-gather). An id outside the
+  // table throws Error naming it, before anything changes.
+  void add(const int32_t* ids, int64_t rows, const float* dout, bool placeholders = false);
+  // Registers ids (host; placeholders skipped) as touched without adding to their rows: new ones get a
   // slot whose row the caller then writes through rows().
   void add_ids(const int32_t* ids, int64_t n);
 
@@ -39,7 +40,7 @@ class SparseRows {
 
  private:
   // Slots for ids[0, n): new ids get the next ones; the rows' storage grows to hold them, keeping its contents.
-  void assign(const int32_t* ids, int64_t n);
+  void assign(const int32_t* ids, int64_t n, bool placeholders);
 
   Backend& backend_;
   int64_t vocab_;
@@ -47,7 +48,7 @@ class SparseRows {
   std::vector<int32_t> slot_of_;  // vocab: the id's slot this step, or -1
   std::vector<int32_t> ids_;      // slot -> id
   std::vector<int32_t> row_slot_, local_, order_, starts_, slots_;  // add()'s scratch
-  Tensor rows_, grown_;
+  Tensor rows_;
   Buffer index_, dev_ids_;
   bool ids_uploaded_ = false;
 };
