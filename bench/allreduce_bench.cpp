@@ -95,57 +95,67 @@ int main(int argc, char** argv) {
   int64_t sizes[2] = {topo.local_size(), -topo.local_size()};
   mpi_topo.world->allreduce_max(sizes, 2);
   std::vector<AllreduceAlgo> algos = {AllreduceAlgo::flat};
+  bool all_ok = true;
+  std::vector<float> host;
+  Tensor data(*backend, {0}), scratch(*backend, {0});
+  // A result checked on every rank: true when any rank's was wrong.
+  auto any_wrong = [&](bool ok) {
+    int64_t bad = ok ? 0 : 1;
+    mpi_topo.world->allreduce_max(&bad, 1);
+    all_ok = all_ok && bad == 0;
+    return bad != 0;
+  };
+  // Microseconds per call of `collective` (issued and completed), `iters` of them between two barriers;
+  // rank 0 prints the line, the bus bandwidth being `bus` times the algorithm bandwidth.
+  auto time_and_print = [&](auto&& collective, double bytes, long long count, const char* algo, double bus, bool wrong) {
+    topo.world->barrier();
+    auto t0 = std::chrono::steady_clock::now();
+    for (int k = 0; k < iters; ++k) collective();
+    topo.world->barrier();
+    double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
+    double algbw = bytes / us / 1e3;
+    if (rank == 0)
+      std::printf("  %12.0f %12lld %6s %10.1f %10.3f %10.3f %s\n", bytes, count, algo, us, algbw, algbw * bus,
+                  wrong ? "WRONG" : "ok");
+  };
   if (gather) {
-    bool all_ok = true;
-    std::vector<float> host;
-    Tensor data(*backend, {0});
     for (long long count : counts) {
       const long long chunk = std::max<long long>(1, count / n), total = chunk * n;
       // Each rank's slice holds values of its own; after the gather every slice must be its rank's.
       auto value = [](long long i, int r) { return float((i * 7 + r * 13) % 17); };
+      auto allgather = [&] {
+        topo.world->allgather(data.data(), chunk);
+        topo.world->complete("all-gather");
+      };
       host.assign(total, -1.0f);
       for (long long i = 0; i < chunk; ++i) host[rank * chunk + i] = value(i, rank);
       data.resize(total);
       backend->upload(data.data(), host.data(), total * sizeof(float));
-      topo.world->allgather(data.data(), chunk);
-      topo.world->complete("all-gather");
+      allgather();
       backend->download(host.data(), data.data(), total * sizeof(float));
       bool ok = true;
       for (long long i = 0; i < total && ok; ++i) ok = host[i] == value(i % chunk, int(i / chunk));
-      int64_t bad = ok ? 0 : 1;
-      mpi_topo.world->allreduce_max(&bad, 1);
-      all_ok = all_ok && bad == 0;
-      topo.world->barrier();
-      auto t0 = std::chrono::steady_clock::now();
-      for (int k = 0; k < iters; ++k) {
-        topo.world->allgather(data.data(), chunk);
-        topo.world->complete("all-gather");
-      }
-      topo.world->barrier();
-      double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
-      double bytes = double(total) * 4, algbw = bytes / us / 1e3, busbw = algbw * (n - 1) / n;
-      if (rank == 0)
-        std::printf("  %12.0f %12lld %6s %10.1f %10.3f %10.3f %s\n", bytes, total, "gather", us, algbw, busbw,
-                    bad ? "WRONG" : "ok");
+      const bool wrong = any_wrong(ok);
+      time_and_print(allgather, double(total) * 4, total, "gather", double(n - 1) / n, wrong);
     }
     if (rank == 0) std::printf("%s\n", all_ok ? "# all results correct" : "# SOME RESULTS WRONG");
     return all_ok ? 0 : 1;
   }
   if (sizes[0] == -sizes[1]) algos.push_back(AllreduceAlgo::hierarchical);
   else if (rank == 0) std::printf("# nodes of unequal size: hierarchical skipped\n");
-  bool all_ok = true;
-  std::vector<float> host;
-  Tensor data(*backend, {0}), scratch(*backend, {0});
   for (long long count : counts) {
     for (AllreduceAlgo algo : algos) {
+      auto allreduce = [&] {
+        allreduce_sum(topo, algo, data.data(), count, scratch, wire);
+        topo.world->complete("all-reduce");
+      };
       // Values are small integers, so sums are exact (in bfloat16 too while they stay within 256, up to 16
       // ranks) and the check can demand equality.
       host.resize(count);
       for (long long i = 0; i < count; ++i) host[i] = float((i * 7 + rank * 13) % 17);
       data.resize(count);
       backend->upload(data.data(), host.data(), count * sizeof(float));
-      allreduce_sum(topo, algo, data.data(), count, scratch, wire);
-      topo.world->complete("all-reduce");
+      allreduce();
       backend->download(host.data(), data.data(), count * sizeof(float));
       bool ok = true;
       for (long long i = 0; i < count && ok; ++i) {
@@ -153,21 +163,9 @@ int main(int argc, char** argv) {
         for (int r = 0; r < n; ++r) expect += double((i * 7 + r * 13) % 17);
         ok = host[i] == float(expect);
       }
-      int64_t bad = ok ? 0 : 1;
-      mpi_topo.world->allreduce_max(&bad, 1);
-      all_ok = all_ok && bad == 0;
-      topo.world->barrier();
-      auto t0 = std::chrono::steady_clock::now();
-      for (int k = 0; k < iters; ++k) {
-        allreduce_sum(topo, algo, data.data(), count, scratch, wire);
-        topo.world->complete("all-reduce");
-      }
-      topo.world->barrier();
-      double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
-      double bytes = double(count) * elem, algbw = bytes / us / 1e3, busbw = algbw * 2.0 * (n - 1) / n;
-      if (rank == 0)
-        std::printf("  %12.0f %12lld %6s %10.1f %10.3f %10.3f %s\n", bytes, count,
-                    algo == AllreduceAlgo::flat ? "flat" : "hier", us, algbw, busbw, bad ? "WRONG" : "ok");
+      const bool wrong = any_wrong(ok);
+      time_and_print(allreduce, double(count) * elem, count, algo == AllreduceAlgo::flat ? "flat" : "hier",
+                     2.0 * (n - 1) / n, wrong);
     }
   }
   if (rank == 0) std::printf("%s\n", all_ok ? "# all results correct" : "# SOME RESULTS WRONG");

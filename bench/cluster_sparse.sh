@@ -4,16 +4,15 @@
 # adaptive softmax with --cutoffs 2000,10000, stream batching of 20 columns x 35 tokens per rank,
 # 1 thread each) on a synthetic Zipfian corpus of TYPES (100k) word types, STEPS steps each with the dense
 # embedding gradient and with --sparse-embedding through --sparse-exchange gather and allreduce.
-# Per run: step time, the all-reduce's and the update's shares, the rows a step touches (k, the largest
-# rank's), the bytes node 1's link carried per step in each direction (counted by the kernel: /proc/net/dev
+# Per run: step time, the all-reduce's and the update's shares, the distinct rows a step touches over all
+# ranks, the bytes node 1's link carried per step in each direction (counted by the kernel: /proc/net/dev
 # of the node's namespace), and for the gather the exchange's seconds per step against the model of
-# dist/sparse_exchange.h: one all-reduce of an integer, then all-gathers of n k ids and n k E floats, each
-# timed at its size by allreduce_bench --op allgather on the same shaped link (the median of 5 launches).
-# Checks: the
-# prediction within 15% of the measured exchange, the dense run's link bytes less the gather's at least
-# 80% of the table's V E 4 bytes, and the sparse runs' losses within 1e-4 of each other (the same sums,
-# rounded differently);
-# exits 1 otherwise. Needs root and namespaces.
+# dist/sparse_exchange.h: one all-reduce of an integer, then all-gathers of n k ids and n k E floats (k
+# the most rows one rank touched), each timed at its size by allreduce_bench --op allgather on the same
+# shaped link (the median of 5 launches). Checks: the prediction within 15% of the measured exchange, the
+# dense run's link bytes less the gather's at least 80% of the table's V E 4 bytes, and the sparse runs'
+# losses within 1e-4 of each other (the same sums, rounded differently); exits 1 otherwise. Needs root
+# and namespaces.
 #   bench/cluster_sparse.sh BUILD_DIR [STEPS (20)] [RATE (1gbit)] [TYPES (100000)]
 set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -35,7 +34,7 @@ link_bytes() { on node1 cat /proc/net/dev | awk '$1 == "eth0:" { print $2, $10 }
 num() { grep -o "\"$1\":[0-9.e+-]*" m.$2 | tail -1 | cut -d: -f2; }
 status=0
 declare -A loss rx tx
-printf '%-10s %8s %10s %8s %7s %12s %12s\n' run step_s all-reduce update k rx/step tx/step
+printf '%-10s %8s %10s %8s %7s %12s %12s\n' run step_s all-reduce update rows rx/step tx/step
 for run in dense gather allreduce; do
   opts=()
   [ $run != dense ] && opts=(--sparse-embedding --sparse-exchange $run)
@@ -48,10 +47,10 @@ for run in dense gather allreduce; do
   rx[$run]=$(( (rx1 - rx0) / STEPS )) tx[$run]=$(( (tx1 - tx0) / STEPS ))
   sec=$(num seconds $run) ar=$(num allreduce_s $run) up=$(num update_s $run)
   loss[$run]=$(num loss $run)
-  k=$(num sparse_rows_per_step $run)
+  rows=$(num sparse_rows_per_step $run)
   printf '%-10s %8.4f %9.1f%% %7.1f%% %7s %12d %12d\n' $run "$(awk -v s="$sec" -v n="$STEPS" 'BEGIN { print s / n }')" \
     "$(awk -v a="$ar" -v s="$sec" 'BEGIN { print 100 * a / s }')" "$(awk -v a="$up" -v s="$sec" 'BEGIN { print 100 * a / s }')" \
-    "${k:--}" "${rx[$run]}" "${tx[$run]}"
+    "${rows:--}" "${rx[$run]}" "${tx[$run]}"
 done
 # The model of the gather: an all-reduce of one integer (timed as an all-gather of 8 bytes), then the
 # all-gathers of n k ids and of n k E floats, each timed by allreduce_bench --op allgather at exactly that
