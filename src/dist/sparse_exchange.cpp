@@ -14,41 +14,46 @@ SparseExchangeMode sparse_exchange_mode_from(const std::string& text) {
   throw InputError(cat("--sparse-exchange: unknown way '", text, "' (auto, gather or allreduce)"));
 }
 
-SparseExchange::SparseExchange(Backend& backend, Communicator& world, int64_t vocab, int dim, SparseExchangeMode mode)
-    : backend_(backend), world_(world), mode_(mode), global_(backend, vocab, dim), rows_(backend, {0}) {}
+SparseExchange::SparseExchange(Backend& backend, Communicator& host, Communicator& rows, int64_t vocab, int dim,
+                               SparseExchangeMode mode)
+    : backend_(backend), host_(host), rows_comm_(rows), mode_(mode), global_(backend, vocab, dim), rows_(backend, {0}) {
+  if (host.size() != rows.size() || host.rank() != rows.rank())
+    throw Error(cat("SparseExchange: the host communicator (rank ", host.rank(), " of ", host.size(),
+                    ") and the rows' one (rank ", rows.rank(), " of ", rows.size(), ") do not match"));
+}
 
 SparseRows& SparseExchange::exchange(SparseRows& local, float* table_grad) {
-  const int n = world_.size();
+  const int n = host_.size();
   if (n == 1) {
     last_ = {};
     return local;
   }
   const int64_t V = local.vocab(), E = local.dim();
   int64_t k = local.size();
-  world_.allreduce_max(&k, 1);
+  host_.allreduce_max(&k, 1);
   const bool gather = mode_ == SparseExchangeMode::gather ||
                       (mode_ == SparseExchangeMode::automatic && double(n) * double(k) * double(E + 1) < 2.0 * double(V) * double(E));
   // Every rank's ids, padded with the placeholder id V.
   ids_.assign(static_cast<size_t>(n * k), std::bit_cast<float>(static_cast<int32_t>(V)));
-  float* mine = ids_.data() + static_cast<size_t>(world_.rank()) * static_cast<size_t>(k);
+  float* mine = ids_.data() + static_cast<size_t>(host_.rank()) * static_cast<size_t>(k);
   for (int64_t j = 0; j < local.size(); ++j) mine[j] = std::bit_cast<float>(local.ids()[static_cast<size_t>(j)]);
-  if (k > 0) world_.allgather(ids_.data(), k);
+  if (k > 0) host_.allgather(ids_.data(), k);
   flat_.resize(ids_.size());
   for (size_t i = 0; i < ids_.size(); ++i) flat_[i] = std::bit_cast<int32_t>(ids_[i]);
   global_.clear();
   if (gather) {
     rows_.resize(n * k * E);
-    float* slice = rows_.data() + world_.rank() * k * E;
+    float* slice = rows_.data() + host_.rank() * k * E;
     if (local.size() > 0)
       backend_.copy(slice, local.rows(), static_cast<size_t>(local.size() * E) * sizeof(float));
     // The padding is never read; zeroed, every run sends the same bytes.
     backend_.zero(slice + local.size() * E, (k - local.size()) * E);
-    if (k > 0) world_.allgather(rows_.data(), k * E);
+    if (k > 0) rows_comm_.allgather(rows_.data(), k * E);
     global_.add(flat_.data(), n * k, rows_.data(), true);
     last_ = {true, double(n - 1) * double(k) * double(E + 1) * 4};
   } else {
     backend_.embedding_backward(local.device_ids(), local.size(), local.rows(), static_cast<int>(E), table_grad);
-    world_.allreduce_sum(table_grad, V * E);
+    rows_comm_.allreduce_sum(table_grad, V * E);
     global_.add_ids(flat_.data(), n * k);
     backend_.embedding_forward(global_.device_ids(), global_.size(), table_grad, static_cast<int>(E), global_.rows());
     backend_.zero(table_grad, V * E);

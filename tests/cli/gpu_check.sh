@@ -19,11 +19,11 @@ s=out/summary.txt
 grep -q "^SKIP gpu tests: [1-9][0-9]* ran and skipped" $s && ok "the GPU tests ran, each skipped without a GPU" \
   || bad "gpu tests: $(grep 'gpu tests' $s)"
 for check in "lm: step-00000020.h5 cpu vs gpu" "eval of the GPU checkpoint" "lm --precision tf32" "lm --precision bf16" \
-    "classify: step-00000020.h5" "tag: step-00000020.h5" "benchmark"; do
+    "lm_sparse: step-00000020.h5" "classify: step-00000020.h5" "tag: step-00000020.h5" "benchmark"; do
   grep -q "^PASS $check" $s && ok "verdict: PASS $check" || bad "no 'PASS $check' in $s"
 done
 for f in gpu_tests.log gpu_tests.xml lm_cpu.log lm_gpu.log lm_tf32.log lm_bf16.log classify_cpu.log classify_gpu.log \
-    tag_cpu.log tag_gpu.log h5diff_lm.log h5diff_classify.log h5diff_tag.log eval_cpu.log eval_gpu.log rnn_prep.log \
+    tag_cpu.log tag_gpu.log lm_sparse_cpu.log lm_sparse_gpu.log h5diff_lm.log h5diff_lm_sparse.log h5diff_classify.log h5diff_tag.log eval_cpu.log eval_gpu.log rnn_prep.log \
     bench.log bench/results.md bench/results.jsonl; do
   [ -f "out/$f" ] || missing="${missing-} $f"
 done

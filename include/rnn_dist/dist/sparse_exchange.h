@@ -24,9 +24,15 @@ SparseExchangeMode sparse_exchange_mode_from(const std::string& text);
 //    2 (n - 1) / n V E 4 bytes per rank), and the ids all-gathered to know the touched rows.
 // auto takes gather when n k (E + 1) < 2 V E. Both give every rank the same ids and the sums over the
 // ranks (to rounding: MPI may add the dense one in another order), so the update does not depend on the way.
+//
+// k and the ids are host values and go over `host` (MPI); the rows and the table are the backend's and go
+// over `rows`, the gradients' communicator: the same MPI one on the CPU, NCCL on GPUs, where the gathered
+// rows are summed by a kernel queued behind the all-gather on the backend's stream and the step's one wait
+// (rows.complete(), which the gradient reducer calls) covers them.
 class SparseExchange {
  public:
-  SparseExchange(Backend& backend, Communicator& world, int64_t vocab, int dim, SparseExchangeMode mode);
+  SparseExchange(Backend& backend, Communicator& host, Communicator& rows, int64_t vocab, int dim,
+                 SparseExchangeMode mode);
 
   // The global rows of the step: `local` itself on one rank, else this exchange's own rows. table_grad
   // (vocab x dim floats of the backend, zero) is the allreduce way's table, zero again on return. Collective.
@@ -42,7 +48,8 @@ class SparseExchange {
 
  private:
   Backend& backend_;
-  Communicator& world_;
+  Communicator& host_;
+  Communicator& rows_comm_;
   SparseExchangeMode mode_;
   SparseRows global_;
   std::vector<float> ids_;     // n x k ids (as their bits: an all-gather copies floats without arithmetic)
