@@ -236,9 +236,10 @@ TEST(Model, SparseEmbeddingGradientIsTheDenseOne) {
       seen[static_cast<size_t>(id)] = true;
       for (int64_t c = 0; c < E; ++c) EXPECT_EQ(rows.rows()[j * E + c], gd[id * E + c]) << "row " << id;
     }
-    for (int64_t id = 0; id < sc.vocab; ++id)
-      if (!seen[static_cast<size_t>(id)])
-        for (int64_t c = 0; c < E; ++c) EXPECT_EQ(gd[id * E + c], 0.0f) << "untouched row " << id << " has a gradient";
+    for (int64_t id = 0; id < sc.vocab; ++id) {
+      if (seen[static_cast<size_t>(id)]) continue;
+      for (int64_t c = 0; c < E; ++c) EXPECT_EQ(gd[id * E + c], 0.0f) << "untouched row " << id << " has a gradient";
+    }
   }
 }
 

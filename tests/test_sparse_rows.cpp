@@ -2,6 +2,7 @@
 // a row-sparse table against the dense updates and a double-precision reference of their semantics.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -57,11 +58,37 @@ TEST(SparseRows, RowsAreTheDenseTablesRowsBitwise) {
       ASSERT_EQ(sparse.size(), static_cast<int64_t>(touched.size())) << threads << " threads";
       std::set<int32_t> seen(sparse.ids().begin(), sparse.ids().end());
       EXPECT_EQ(seen, touched);
+      // Ascending, although the second call's new ids fall among the first's (its rows then move) and the
+      // third's come after them all.
+      EXPECT_TRUE(std::is_sorted(sparse.ids().begin(), sparse.ids().end())) << threads << " threads";
       for (int64_t j = 0; j < sparse.size(); ++j) {
         const int32_t id = sparse.ids()[static_cast<size_t>(j)];
         EXPECT_TRUE(same_bits(sparse.rows() + j * E, dense.data() + int64_t{id} * E, E)) << "row " << id;
       }
     }
+  }
+}
+
+// A later call whose new ids fall between and before the earlier ones: the ids stay ascending and every
+// row moves with its id (a mutation that gathers the wrong slot, or forgets to zero the new rows, fails).
+TEST(SparseRows, NewIdsAmongEarlierOnesMoveTheRows) {
+  auto backend = make_backend(DeviceType::cpu, 0, 1);
+  const int64_t V = 50;
+  const int E = 3;
+  SparseRows sparse(*backend, V, E);
+  std::vector<float> dense(static_cast<size_t>(V * E), 0.0f);
+  const std::vector<std::vector<int32_t>> calls = {{30, 10, 30}, {40, 5, 10, 20}, {0, 49, 21}};
+  for (size_t c = 0; c < calls.size(); ++c) {
+    const std::vector<int32_t>& ids = calls[c];
+    const int64_t rows = static_cast<int64_t>(ids.size());
+    const std::vector<float> dout = random_floats(static_cast<size_t>(rows * E), 7 + uint32_t(c));
+    sparse.add(ids.data(), rows, dout.data());
+    backend->embedding_backward(ids.data(), rows, dout.data(), E, dense.data());
+  }
+  EXPECT_EQ(sparse.ids(), (std::vector<int32_t>{0, 5, 10, 20, 21, 30, 40, 49}));
+  for (int64_t j = 0; j < sparse.size(); ++j) {
+    const int32_t id = sparse.ids()[static_cast<size_t>(j)];
+    EXPECT_TRUE(same_bits(sparse.rows() + j * E, dense.data() + int64_t{id} * E, E)) << "row " << id;
   }
 }
 

@@ -276,7 +276,11 @@ MemoryPlan plan_memory(const TrainerConfig& c, const SequenceFile& train, const 
     int64_t step_rows = 0;
     for (const std::vector<int>& lengths : train_batches) step_rows = std::max(step_rows, rows_of(lengths));
     const int64_t k = std::min<int64_t>(mc.vocab, step_rows * (stream ? 1 : c.accumulate)), E = mc.embed;
-    held.emplace_back(counter, std::vector<int64_t>{k * E});
+    // Several micro-batches: a later one's new ids merged among the earlier ones move the rows (a zero row
+    // past them, and the copy they are gathered into).
+    const bool merges = !stream && c.accumulate > 1;
+    held.emplace_back(counter, std::vector<int64_t>{(k + (merges ? 1 : 0)) * E});
+    if (merges) held.emplace_back(counter, std::vector<int64_t>{k * E});
     if (world > 1) {
       held.emplace_back(counter, std::vector<int64_t>{world * k * E});
       held.emplace_back(counter, std::vector<int64_t>{std::min<int64_t>(mc.vocab, world * k) * E});

@@ -32,15 +32,19 @@ class SparseRows {
   int64_t vocab() const { return vocab_; }
   int dim() const { return dim_; }
   int64_t size() const { return static_cast<int64_t>(ids_.size()); }
-  // Touched ids, in slot order (the order they were first seen), on the host and in backend memory.
+  // Touched ids, ascending (a slot's id is the slot-th smallest: a later call's new ids move the rows of
+  // larger ones up), on the host and in backend memory.
   const std::vector<int32_t>& ids() const { return ids_; }
   const int32_t* device_ids();
   // size() x dim: row j is the gradient of row ids()[j].
   float* rows() { return rows_.data(); }
 
  private:
-  // Slots for ids[0, n): new ids get the next ones; the rows' storage grows to hold them, keeping its contents.
-  void assign(const int32_t* ids, int64_t n, bool placeholders);
+  // Slots for ids[0, n) into row_slot_, the ids kept ascending: new ids get slots, the rows' storage grows
+  // to hold them (keeping its contents) and rows move where new ids come between old ones. Returns the
+  // first slot whose row the kernel must start from zero (size() when none).
+  int64_t assign(const int32_t* ids, int64_t n, bool placeholders);
+  void grow(Tensor& t, int64_t need, bool keep);
 
   Backend& backend_;
   int64_t vocab_;
@@ -48,8 +52,9 @@ class SparseRows {
   std::vector<int32_t> slot_of_;  // vocab: the id's slot this step, or -1
   std::vector<int32_t> ids_;      // slot -> id
   std::vector<int32_t> row_slot_, local_, order_, starts_, slots_;  // add()'s scratch
-  Tensor rows_;
-  Buffer index_, dev_ids_;
+  std::vector<int32_t> fresh_, merged_, perm_;                     // assign()'s scratch
+  Tensor rows_, moved_;  // moved_: where a merge gathers the rows to (then swapped with rows_)
+  Buffer index_, dev_ids_, perm_dev_;
   bool ids_uploaded_ = false;
 };
 
