@@ -1,6 +1,6 @@
 // Proves that a steady-state training step on the CPU backend makes no heap allocation (language models,
-// and unidirectional and bidirectional classifiers and taggers; a projected LSTM with tied embeddings and the
-// adaptive softmax): operator new and
+// and unidirectional and bidirectional classifiers and taggers; a projected LSTM with tied embeddings, the
+// adaptive softmax, and row-sparse embedding gradients): operator new and
 // (with glibc) the malloc family are replaced by counting versions for this whole test program, so
 // allocations made by the model, the optimizer, the standard library and OpenBLAS (its worker threads
 // included) are all seen. After the first steps of a batch shape, further steps of that shape or of a
@@ -20,6 +20,7 @@
 #include "rnn_dist/nn/backend.h"
 #include "rnn_dist/nn/model.h"
 #include "rnn_dist/nn/optimizer.h"
+#include "rnn_dist/nn/sparse_rows.h"
 
 // AddressSanitizer owns malloc and operator new: under it nothing is replaced and every test skips itself.
 #if defined(__has_feature)
@@ -133,31 +134,40 @@ Batch batch_of(std::vector<int64_t> lengths, const ModelConfig& mc) {
 }
 
 // What the trainer does in one step: zero the gradients and the step's scalars, forward and backward
-// (optionally carrying the hidden state in place on the device, as stream mode does), the gradient norm
-// and the loss read back together, clip, update.
+// (optionally carrying the hidden state in place on the device, as stream mode does; optionally a second
+// micro-batch, as --accumulate 2 does), the gradient norm and the loss read back together, clip, update.
+// With --sparse-embedding the embedding's rows are a SparseRows and the dense gradient starts after them.
 struct Trainer {
   Backend& backend;
   Model& model;
   Optimizer& opt;
   bool carry_state;
   Tensor h, c;
-  Buffer scalars{backend, 2 * sizeof(double)};
+  Buffer scalars{backend, 3 * sizeof(double)};
 
-  void step(const Batch& b) {
-    backend.zero(model.grads().data(), model.num_params());
+  void step(const Batch& b, const Batch* second = nullptr) {
+    SparseRows* sparse = model.sparse_embedding_grad();
+    const int64_t d0 = model.dense_grad_offset(), n = model.num_params();
+    backend.zero(model.grads().data() + d0, n - d0);
+    if (sparse) sparse->clear();
     auto* s = static_cast<double*>(scalars.data());
-    backend.zero(reinterpret_cast<float*>(s), 2);
+    backend.zero(reinterpret_cast<float*>(s), 6);
     float* h0 = carry_state ? h.data() : nullptr;
     float* c0 = carry_state ? c.data() : nullptr;
     model.forward_backward_into(s, b, 1.0f / float(b.units()), 17, h0, c0, h0, c0);
-    backend.sum_squares(model.grads().data(), model.num_params(), s + 1);
-    double read[2];
-    backend.start_read(s, 2);
+    if (second) model.forward_backward_into(s, *second, 1.0f / float(second->units()), 18, nullptr, nullptr, nullptr, nullptr);
+    backend.sum_squares(model.grads().data() + d0, n - d0, s + 1);
+    if (sparse) backend.sum_squares(sparse->rows(), sparse->size() * sparse->dim(), s + 2);
+    double read[3] = {0, 0, 0};
+    backend.start_read(s, sparse ? 3 : 2);
     backend.finish_read(read);
-    const double norm = std::sqrt(read[1]);
+    const double norm = std::sqrt(read[1] + read[2]);
     const float clip = clip_factor(norm, 1.0f);
-    if (clip != 1.0f) backend.scale(model.grads().data(), model.num_params(), clip);
-    opt.step(model.params().data(), model.grads().data(), 1e-3f);
+    if (clip != 1.0f) {
+      backend.scale(model.grads().data() + d0, n - d0, clip);
+      if (sparse) backend.scale(sparse->rows(), sparse->size() * sparse->dim(), clip);
+    }
+    opt.step(model.params().data(), model.grads().data(), 1e-3f, sparse, d0);
   }
 };
 
@@ -168,7 +178,9 @@ struct Case {
   Task task = Task::lm;
   bool bidirectional = false;
   Pool pool = Pool::last;
-  // Issue 28's language-model variants: "proj" (an LSTM projection, tied), "adaptive" (the adaptive softmax).
+  // Issue 28's language-model variants: "proj" (an LSTM projection, tied), "adaptive" (the adaptive softmax);
+  // issue 30's "sparse" (--sparse-embedding) and "sparse2" (with two micro-batches per step, whose second
+  // one's new ids fall among the first's, so that the rows move).
   std::string head = "";
 };
 
@@ -198,6 +210,9 @@ TEST_P(SteadyStateAllocation, TrainingStepAllocatesNothing) {
   mc.task = c.task, mc.bidirectional = c.bidirectional, mc.pool = c.pool, mc.classes = c.task == Task::lm ? 0 : 5;
   if (c.head == "proj") mc.proj = 16, mc.tie_embeddings = true;
   if (c.head == "adaptive") mc.cutoffs = {4, 12}, mc.div_value = 2;
+  // A vocabulary that each batch covers only in part: the batches touch different, interleaved rows.
+  const bool sparse = c.head.starts_with("sparse"), two = c.head == "sparse2";
+  if (sparse) mc.sparse_embedding = true, mc.vocab = 200;
   Model model(*backend, mc);
   model.init(3);
   OptimizerConfig oc;
@@ -214,19 +229,24 @@ TEST_P(SteadyStateAllocation, TrainingStepAllocatesNothing) {
 
   // The first step of a shape grows the workspaces; a later step of a larger shape must grow them again,
   // which shows that the counter sees the backend's allocations.
+  const Batch* second = two ? &smaller : nullptr;
   long before = g_allocations;
   trainer.step(smaller);
   EXPECT_GT(g_allocations - before, 0) << "the first step allocated nothing: the counter is blind";
   before = g_allocations;
-  trainer.step(big);
+  trainer.step(big, second);
   EXPECT_GT(g_allocations - before, 0) << "a larger shape needs larger workspaces";
-  trainer.step(big);
+  trainer.step(big, second);
+  trainer.step(big, second);
   model.evaluate(big);
+  if (sparse) {
+    ASSERT_GT(model.sparse_embedding_grad()->size(), 0);
+  }
 
   before = g_allocations;
   for (int k = 0; k < 3; ++k) {
-    trainer.step(big);
-    trainer.step(same_shape);
+    trainer.step(big, second);
+    trainer.step(same_shape, second);
     trainer.step(smaller);
   }
   EXPECT_EQ(g_allocations - before, 0) << "steady-state training steps allocated";
@@ -243,7 +263,9 @@ INSTANTIATE_TEST_SUITE_P(Configurations, SteadyStateAllocation,
                                            Case{"sgd", 0.0f, false, Task::classify, false, Pool::mean},
                                            Case{"adam", 0.25f, false, Task::tag, true},
                                            Case{"adam", 0.25f, false, Task::lm, false, Pool::last, "proj"},
-                                           Case{"adam", 0.0f, false, Task::lm, false, Pool::last, "adaptive"}),
+                                           Case{"adam", 0.0f, false, Task::lm, false, Pool::last, "adaptive"},
+                                           Case{"adam", 0.0f, false, Task::lm, false, Pool::last, "sparse"},
+                                           Case{"adamw", 0.25f, false, Task::lm, false, Pool::last, "sparse2"}),
                          [](const ::testing::TestParamInfo<Case>& info) {
                            const Case& c = info.param;
                            return c.optimizer + (c.dropout > 0 ? "_dropout" : "") + (c.carry_state ? "_stream" : "") +
