@@ -816,9 +816,10 @@ TEST(CpuTeam, ThreadedKernelsEqualSerial) {
   }
 }
 
-// The float kernels with packed recurrent weights (packed_gemm.h, whose variants are tested there) against
-// the double BLAS path: one layer with and without a projection, on 1 to 3 threads, with a hidden size
-// whose shares leave partial panels. The packed buffer must have been written: the packed path ran.
+// The float kernels with packed recurrent and input weights (packed_gemm.h, whose variants are tested
+// there) against the double BLAS path: one layer with and without a projection, on 1 to 3 threads, with a
+// hidden size whose shares leave partial panels and an input narrower than a panel (the input projection's
+// K and dx's N). The packed buffer must have been written: the packed path ran.
 TEST(CpuPackedRecurrence, FloatWithPackedWeightsMatchesDouble) {
   std::mt19937 rng(29);
   const Packing pk = Packing::from_lengths(std::vector<int>{9, 7, 7, 4, 1});
@@ -864,7 +865,7 @@ TEST(CpuPackedRecurrence, FloatWithPackedWeightsMatchesDouble) {
     const auto want = run(0.0, nullptr, none);
     for (int size : {1, 2, 3}) {
       Team team(size);
-      std::vector<float> packed(lstm_packed_elems(H, P, size), 0.0f);
+      std::vector<float> packed(lstm_packed_elems(I, H, P, size), 0.0f);
       const auto got = run(0.0f, &team, packed);
       const std::string k = "P=" + std::to_string(P) + ", " + std::to_string(size) + " threads: ";
       for (size_t e = 0; e < got.size(); ++e) expect_close(k + got[e].first, got[e].second, want[e].second, 2e-5);

@@ -27,7 +27,8 @@ TEST(PackedGemm, EveryVariantMatchesADoubleLoopOnEveryTail) {
   std::printf("variants on this CPU:");
   for (int v = 0; v < packed_gemm_variants(); ++v) std::printf(" %s", packed_gemm_variant_name(v));
   std::printf("\n");
-  const int shapes[][3] = {{32, 1024, 256}, {1, 16, 1}, {7, 5, 3}, {13, 48, 17}, {9, 40, 64}, {33, 200, 31}, {8, 32, 8}, {2, 17, 100}};
+  const int shapes[][3] = {{32, 1024, 256}, {1, 16, 1}, {7, 5, 3}, {13, 48, 17}, {9, 40, 64}, {33, 200, 31}, {8, 32, 8}, {2, 17, 100},
+                           {450, 40, 20}};  // the last: row blocks of a tall product (two whole and a partial one)
   for (int v = 0; v < packed_gemm_variants(); ++v)
     for (const auto& [m, n, k] : shapes)
       for (bool transposed : {false, true})
@@ -75,6 +76,20 @@ TEST(PackedGemm, PackingZeroesThePartialPanel) {
       EXPECT_EQ(packed[size_t(16) * i + q], w[size_t(i) * n + q]);
       EXPECT_EQ(packed[size_t(16) * k + 16 * i + q], q < 4 ? w[size_t(i) * n + 16 + q] : 0.0f);
     }
+}
+
+// A team packs one B in parts: any number of parts (more than its panels too) gives pack_b's buffer.
+TEST(PackedGemm, PackingInPartsIsPackingWhole) {
+  std::mt19937 rng(2);
+  const int k = 5, n = 70;  // 5 panels, the last partial
+  const auto w = random_floats(size_t(n) * k, rng);
+  std::vector<float> whole(packed_elems(k, n), 7.0f);
+  pack_b(w.data(), 1, k, k, n, whole.data());
+  for (int parts : {1, 2, 3, 7}) {
+    std::vector<float> packed(packed_elems(k, n), 7.0f);
+    for (int part = 0; part < parts; ++part) pack_b_part(w.data(), 1, k, k, n, packed.data(), part, parts);
+    EXPECT_EQ(packed, whole) << parts << " parts";
+  }
 }
 
 TEST(PackedGemm, AVariantThisCpuCannotRunIsRefused) {

@@ -169,7 +169,7 @@ class CpuLstm final : public Lstm {
     // outputs of layers 0 .. L-2 in inference, the input gradients of layers 1 .. L-1 in training (W wide).
     const int64_t widest_in = shape_.layers > 1 ? std::max<int64_t>(shape_.input, W) : shape_.input;
     if (dirs_ == 2) dir_y_.resize({rows, R});
-    packed_.resize(static_cast<int64_t>(cpu::lstm_packed_elems(H, P, team_.size())));
+    packed_.resize(static_cast<int64_t>(cpu::lstm_packed_elems(static_cast<int>(widest_in), H, P, team_.size())));
     if (!training) {
       infer_ws_.resize(static_cast<int64_t>(cpu::lstm_inference_workspace_elems(rows, packing.batch(), H, P)));
       for (int l = 0; l + 1 < shape_.layers; ++l) ((l % 2) ? grad_a_ : grad_b_).resize({rows, W});

@@ -383,9 +383,35 @@ void gate_gemm(int m, int H, int j0, int j1, int k, const T* a, const T* w, T be
 // 129 and 164 GFLOP/s against 109 and 145 for four quarter-wide ones; with two members 128 and 164 against
 // 101 and 134 for their eighth-wide ones). The caller's next barrier makes every row complete.
 template <class T>
-void input_projection(int rows, int H, int k, const T* x, const T* w, T* gates, int member, int members) {
+void input_projection(int rows, int H, int k, const T* x, const T* w, const float* packed_w, T* gates, int member,
+                      int members) {
   const auto [r0, r1] = share(rows, members, member);
+  if constexpr (std::is_same_v<T, float>) {
+    if (packed_w != nullptr)
+      return packed_gemm(static_cast<int>(r1 - r0), 4 * H, k, x + r0 * k, k, packed_w, false, gates + r0 * 4 * H, 4 * H);
+  }
   gemm<T>(false, true, static_cast<int>(r1 - r0), 4 * H, k, T(1), x + r0 * k, k, w, k, T(0), gates + r0 * 4 * H, 4 * H);
+}
+
+// Member m's rows of dx (rows x I) = dG (rows x 4H) W_ih (4H x I): against W_ih packed (float) or BLAS.
+template <class T>
+void input_gradient(int rows, int G, int I, const T* dgates, const T* w_ih, const float* packed_w, T* dx, int member,
+                    int members) {
+  const auto [r0, r1] = int_share(rows, members, member);
+  if constexpr (std::is_same_v<T, float>) {
+    if (packed_w != nullptr)
+      return packed_gemm(r1 - r0, I, G, dgates + int64_t{r0} * G, G, packed_w, false, dx + int64_t{r0} * I, I);
+  }
+  gemm<T>(false, false, r1 - r0, I, G, T(1), dgates + int64_t{r0} * G, G, w_ih, I, T(0), dx + int64_t{r0} * I, I);
+}
+
+// Member m's share of W_ih (4H x I) packed, as the input projection's B (W_ih^T, I x 4H) or as dx's (W_ih).
+// The caller's next barrier completes it.
+void pack_input_weights(const float* w_ih, int G, int I, bool transposed, float* packed, int member, int members) {
+  if (transposed)
+    pack_b_part(w_ih, 1, I, I, G, packed, member, members);
+  else
+    pack_b_part(w_ih, I, 1, G, I, packed, member, members);
 }
 
 // Output columns of the projection go to members in multiples of 16: OpenBLAS 0.3.21's small-matrix
@@ -393,12 +419,31 @@ void input_projection(int rows, int H, int k, const T* x, const T* w, T* gates, 
 // which a step of dL/dh_{t-1} = dG_t W_hh[:, p0:p1] would then do every time step.
 constexpr int64_t kProjColumns = 16;
 
-// Member m's part of the packed recurrent weights (float only; null without them), each member's the same
-// size: units [j0, j1) of every gate block of W_hh for the forward pass (4 blocks of packed_elems(R,
-// j1 - j0)), or the columns of W_hh that give the member's part of dh_{t-1} for the backward pass (K = 4H).
+// Elements of each member's part of the packed recurrent weights: units [j0, j1) of every gate block of
+// W_hh for the forward pass (4 blocks of packed_elems(R, j1 - j0)), or the columns of W_hh that give the
+// member's part of dh_{t-1} for the backward pass (K = 4H); the largest of any member's.
+size_t recurrent_packed_stride(int hidden, int proj, int members) {
+  const int R = proj > 0 ? proj : hidden;
+  size_t stride = 0;
+  for (int m = 0; m < members; ++m) {
+    const auto [j0, j1] = share(hidden, members, m, kLanes);
+    const auto [p0, p1] = share(R, members, m, kProjColumns);
+    const int units = static_cast<int>(j1 - j0), cols = static_cast<int>(proj > 0 ? p1 - p0 : j1 - j0);
+    stride = std::max({stride, 4 * packed_elems(R, units), packed_elems(4 * hidden, cols)});
+  }
+  return stride;
+}
+
+// Member m's part of the packed recurrent weights (float only; null without them).
 float* member_packed(float* packed, int H, int P, int members, int m) {
   if (packed == nullptr) return nullptr;
-  return packed + static_cast<int64_t>(m) * static_cast<int64_t>(lstm_packed_elems(H, P, members) / members);
+  return packed + static_cast<int64_t>(m) * static_cast<int64_t>(recurrent_packed_stride(H, P, members));
+}
+
+// The team's packed input weights, after every member's recurrent part (null without packed weights).
+float* input_packed(float* packed, int H, int P, int members) {
+  if (packed == nullptr) return nullptr;
+  return packed + static_cast<int64_t>(members) * static_cast<int64_t>(recurrent_packed_stride(H, P, members));
 }
 
 // Packs units [j0, j1) of each gate block of w_hh (4H x R) as the transposes the forward products need.
@@ -433,16 +478,9 @@ void recurrent_dh(int m, int c0, int c1, int G, const T* dg, const T* w_hh, int 
 
 }  // namespace
 
-size_t lstm_packed_elems(int hidden, int proj, int members) {
-  const int R = proj > 0 ? proj : hidden;
-  size_t stride = 0;
-  for (int m = 0; m < members; ++m) {
-    const auto [j0, j1] = share(hidden, members, m, kLanes);
-    const auto [p0, p1] = share(R, members, m, kProjColumns);
-    const int units = static_cast<int>(j1 - j0), cols = static_cast<int>(proj > 0 ? p1 - p0 : j1 - j0);
-    stride = std::max({stride, 4 * packed_elems(R, units), packed_elems(4 * hidden, cols)});
-  }
-  return stride * static_cast<size_t>(members);
+size_t lstm_packed_elems(int input, int hidden, int proj, int members) {
+  return recurrent_packed_stride(hidden, proj, members) * static_cast<size_t>(members) +
+         std::max(packed_elems(input, 4 * hidden), packed_elems(4 * hidden, input));
 }
 
 size_t lstm_inference_workspace_elems(int64_t rows, int batch, int hidden, int proj) {
@@ -491,8 +529,11 @@ void lstm_proj_backward(const Packing& packing, const LstmLayerParams<T>& p, con
     const auto [j0, j1] = int_share(H, members, m, kLanes);
     const auto [p0, p1] = int_share(P, members, m, kProjColumns);
     float* mine = member_packed(packed, H, P, members, m);
-    if constexpr (std::is_same_v<T, float>)
+    float* in_w = dx != nullptr ? input_packed(packed, H, P, members) : nullptr;
+    if constexpr (std::is_same_v<T, float>) {
       if (mine != nullptr) pack_b(p.w_hh + p0, P, 1, G, p1 - p0, mine);
+      if (in_w != nullptr) pack_input_weights(p.w_ih, G, I, false, in_w, m, members);  // the barrier below completes it
+    }
     for (int b = 0; b < B; ++b) {
       for (int k = p0; k < p1; ++k) dh[int64_t{b} * P + k] = dhn ? dhn[int64_t{b} * P + k] : T(0);
       for (int j = j0; j < j1; ++j) dc[int64_t{b} * H + j] = dcn ? dcn[int64_t{b} * H + j] : T(0);
@@ -521,11 +562,7 @@ void lstm_proj_backward(const Packing& packing, const LstmLayerParams<T>& p, con
             P);
     add_colsum<T>(dgates, rows, G, g0, g1, grads.b_ih, grads.b_hh);
     gemm<T>(true, false, p1 - p0, H, rows, T(1), dh_all + p0, P, cache.m, H, T(1), grads.w_hr + int64_t{p0} * H, H);
-    if (dx != nullptr) {
-      const auto [r0, r1] = int_share(rows, members, m);
-      gemm<T>(false, false, r1 - r0, I, G, T(1), dgates + int64_t{r0} * G, G, p.w_ih, I, T(0), dx + int64_t{r0} * I,
-              I);
-    }
+    if (dx != nullptr) input_gradient<T>(rows, G, I, dgates, p.w_ih, in_w, dx, m, members);
   });
 }
 
@@ -547,10 +584,16 @@ void lstm_layer_forward(const Packing& packing, const LstmLayerParams<T>& p, con
     const auto [j0, j1] = int_share(H, members, m, kLanes);
     const auto [q0, q1] = proj ? int_share(R, members, m, kProjColumns) : std::pair{j0, j1};
     float* mine = member_packed(packed, H, p.proj, members, m);
-    if constexpr (std::is_same_v<T, float>)
-      if (mine != nullptr) pack_gate_blocks(p.w_hh, H, R, j0, j1, mine);
+    float* in_w = input_packed(packed, H, p.proj, members);
+    if constexpr (std::is_same_v<T, float>) {
+      if (mine != nullptr) {
+        pack_gate_blocks(p.w_hh, H, R, j0, j1, mine);
+        pack_input_weights(p.w_ih, 4 * H, I, true, in_w, m, members);
+        sync(team);
+      }
+    }
     // Input projection of every step at once; the biases are added in the cell update.
-    input_projection<T>(rows, H, I, x, p.w_ih, cache.gates, m, members);
+    input_projection<T>(rows, H, I, x, p.w_ih, in_w, cache.gates, m, members);
     sync(team);
     for (int t = 0; t < packing.steps(); ++t) {
       const int bt = packing.batch_sizes[t];
@@ -591,8 +634,14 @@ void lstm_layer_inference(const Packing& packing, const LstmLayerParams<T>& p, c
   parallel(team, [&](int m, int members) {
     const auto [j0, j1] = int_share(H, members, m, kLanes);
     float* mine = member_packed(packed, H, 0, members, m);
-    if constexpr (std::is_same_v<T, float>)
-      if (mine != nullptr) pack_gate_blocks(p.w_hh, H, H, j0, j1, mine);
+    float* in_w = input_packed(packed, H, 0, members);
+    if constexpr (std::is_same_v<T, float>) {
+      if (mine != nullptr) {
+        pack_gate_blocks(p.w_hh, H, H, j0, j1, mine);
+        pack_input_weights(p.w_ih, G, I, true, in_w, m, members);
+        sync(team);
+      }
+    }
     for (int b = 0; b < B; ++b) {
       T* c = cell + static_cast<int64_t>(b) * H;
       if (c0 != nullptr)
@@ -605,7 +654,8 @@ void lstm_layer_inference(const Packing& packing, const LstmLayerParams<T>& p, c
       int t1 = t0 + 1;
       while (t1 < packing.steps() && packing.step_offset[t1 + 1] - packing.step_offset[t0] <= chunk) ++t1;
       const int64_t base = packing.step_offset[t0];
-      input_projection<T>(blas_dim(packing.step_offset[t1] - base), H, I, x + base * I, p.w_ih, gates, m, members);
+      input_projection<T>(blas_dim(packing.step_offset[t1] - base), H, I, x + base * I, p.w_ih, in_w, gates, m,
+                          members);
       sync(team);
       for (int t = t0; t < t1; ++t) {
         const int bt = packing.batch_sizes[t];
@@ -645,8 +695,11 @@ void lstm_layer_backward(const Packing& packing, const LstmLayerParams<T>& p, co
   parallel(team, [&](int m, int members) {
     const auto [j0, j1] = int_share(H, members, m, kLanes);
     float* mine = member_packed(packed, H, 0, members, m);
-    if constexpr (std::is_same_v<T, float>)
+    float* in_w = dx != nullptr ? input_packed(packed, H, 0, members) : nullptr;
+    if constexpr (std::is_same_v<T, float>) {
       if (mine != nullptr) pack_b(p.w_hh + j0, H, 1, G, j1 - j0, mine);
+      if (in_w != nullptr) pack_input_weights(p.w_ih, G, I, false, in_w, m, members);  // read after the loop's barriers
+    }
     // A sequence not yet reached (going backward) keeps dhn/dcn in dh/dc until its last step comes up.
     for (int b = 0; b < B; ++b) {
       const int64_t s = static_cast<int64_t>(b) * H;
@@ -681,11 +734,7 @@ void lstm_layer_backward(const Packing& packing, const LstmLayerParams<T>& p, co
     gemm<T>(true, false, g1 - g0, H, rows, T(1), dgates + g0, G, cache.h_prev, H, T(1), grads.w_hh + int64_t{g0} * H,
             H);
     add_colsum<T>(dgates, rows, G, g0, g1, grads.b_ih, grads.b_hh);
-    if (dx != nullptr) {
-      const auto [r0, r1] = int_share(rows, members, m);
-      gemm<T>(false, false, r1 - r0, I, G, T(1), dgates + int64_t{r0} * G, G, p.w_ih, I, T(0), dx + int64_t{r0} * I,
-              I);
-    }
+    if (dx != nullptr) input_gradient<T>(rows, G, I, dgates, p.w_ih, in_w, dx, m, members);
   });
 }
 

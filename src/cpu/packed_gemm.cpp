@@ -76,11 +76,28 @@ RNN_DIST_INLINE void column_block(int m, int k, const float* a, int lda, const f
     for (; r < m; ++r) tile<1, NP>(k, a + int64_t{r} * lda, lda, panels, accumulate, c + int64_t{r} * ldc, ldc);
 }
 
-// Column blocks of NP panels while they last, then single panels; the last panel, when n does not fill it,
-// goes through a 16-wide copy of its columns of C, MR rows at a time.
+// Rows per block of a tall product: a block's rows of A stay in L2 while every column block passes over
+// them, where each column block would otherwise stream the whole of A from L3 again.
+constexpr int kMc = 192;
+
+template <int MR, int NP>
+RNN_DIST_INLINE void product_rows(int m, int n, int k, const float* a, int lda, const float* packed, bool accumulate,
+                                  float* c, int ldc);
+
+// Blocks of kMc rows, each over every column (one block for the time loop's products).
 template <int MR, int NP>
 RNN_DIST_INLINE void product(int m, int n, int k, const float* a, int lda, const float* packed, bool accumulate,
                              float* c, int ldc) {
+  for (int m0 = 0; m0 < m; m0 += kMc)
+    product_rows<MR, NP>(std::min(kMc, m - m0), n, k, a + int64_t{m0} * lda, lda, packed, accumulate,
+                         c + int64_t{m0} * ldc, ldc);
+}
+
+// Column blocks of NP panels while they last, then single panels; the last panel, when n does not fill it,
+// goes through a 16-wide copy of its columns of C, MR rows at a time.
+template <int MR, int NP>
+RNN_DIST_INLINE void product_rows(int m, int n, int k, const float* a, int lda, const float* packed, bool accumulate,
+                                  float* c, int ldc) {
   const int64_t panel = int64_t{kPanel} * k;
   int j = 0;
   for (; j + NP * kPanel <= n; j += NP * kPanel)
@@ -158,6 +175,15 @@ void pack_b(const float* b, int64_t row_stride, int64_t col_stride, int k, int n
       std::fill(dst + w, dst + kPanel, 0.0f);
     }
   }
+}
+
+void pack_b_part(const float* b, int64_t row_stride, int64_t col_stride, int k, int n, float* packed, int part,
+                 int parts) {
+  const int64_t panels = (n + kPanel - 1) / kPanel;
+  const int64_t p0 = panels * part / parts, p1 = panels * (part + 1) / parts;
+  if (p1 <= p0) return;
+  const int64_t c0 = p0 * kPanel, c1 = std::min<int64_t>(n, p1 * kPanel);
+  pack_b(b + c0 * col_stride, row_stride, col_stride, k, static_cast<int>(c1 - c0), packed + c0 * k);
 }
 
 int packed_gemm_variants() {

@@ -77,11 +77,12 @@ size_t lstm_backward_workspace_elems(int64_t rows, int batch, int hidden, int pr
 // projection; with one, a training cache's).
 size_t lstm_inference_workspace_elems(int64_t rows, int batch, int hidden, int proj = 0);
 
-// Elements of the recurrent weights packed for the time loop's products (cpu/packed_gemm.h) by the
-// float kernels below, which take them as `packed` (a scratch buffer they fill on every call: null = BLAS,
-// and null for double), for a team of `members`. One buffer serves every layer of a stack one after
-// another.
-size_t lstm_packed_elems(int hidden, int proj, int members);
+// Elements of the weights packed for the products (cpu/packed_gemm.h) of the float kernels below, which
+// take them as `packed` (a scratch buffer they fill on every call: null = BLAS, and null for double): each
+// member's part of the recurrent weights for the time loop, for a team of `members`, then the input
+// weights (of a layer of `input` inputs, or fewer) for the input projection and dx. One buffer serves
+// every layer of a stack one after another.
+size_t lstm_packed_elems(int input, int hidden, int proj, int members);
 
 // Forward pass of one layer over a packed batch.
 // x: rows x input. h0: B x R, c0: B x H initial states, nullptr for zeros. y: rows x R outputs.

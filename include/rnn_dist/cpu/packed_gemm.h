@@ -1,4 +1,5 @@
-// Small-M float matrix products against a matrix packed once: the recurrent products of the LSTM's time loop.
+// Float matrix products against a matrix packed once: the recurrent products of the LSTM's time loop, and
+// the layer-wide products with its input weights.
 //
 // At every time step the LSTM multiplies the batch's few rows (M = 32) by the same weights. OpenBLAS packs
 // those weights again on every call, and at that size the copy and the call cost as much as the
@@ -20,6 +21,11 @@ size_t packed_elems(int k, int n);
 // the transpose of a row-major n x k matrix (y = x W^T), row_stride ld and col_stride 1 a row-major k x n
 // one (y = x W).
 void pack_b(const float* b, int64_t row_stride, int64_t col_stride, int k, int n, float* packed);
+
+// Part `part` of `parts` of pack_b's work: its share of the panels, so that a team packs one B together
+// (every part must be done before the packed B is read).
+void pack_b_part(const float* b, int64_t row_stride, int64_t col_stride, int k, int n, float* packed, int part,
+                 int parts);
 
 // C (m x n, leading dimension ldc) = A (m x k, lda) times the packed B, or += it with accumulate.
 // variant: -1 for the best this CPU runs, or one below packed_gemm_variants() (tests run each).
