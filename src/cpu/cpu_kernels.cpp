@@ -378,6 +378,17 @@ void gate_gemm(int m, int H, int j0, int j1, int k, const T* a, const T* w, T be
             gates + q * H + j0, 4 * H);
 }
 
+// C (m x n, ldc) = A (m x k, lda) times W^T (transposed: W is n x k) or W (k x n), W of leading dimension
+// ldw: the packed product where W was packed for it (float), else BLAS.
+template <class T>
+void weights_product(int m, int n, int k, const T* a, int lda, bool transposed, const T* w, int ldw,
+                     const float* packed, T* c, int ldc) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (packed != nullptr) return packed_gemm(m, n, k, a, lda, packed, false, c, ldc);
+  }
+  gemm<T>(false, transposed, m, n, k, T(1), a, lda, w, ldw, T(0), c, ldc);
+}
+
 // gates (m x 4H) = x (m x k) w^T (w: 4H x k), member m's share of the rows in one product over every
 // column: a quarter of gate_gemm's calls, each 4 times as wide, which OpenBLAS runs faster (S's layers:
 // 129 and 164 GFLOP/s against 109 and 145 for four quarter-wide ones; with two members 128 and 164 against
@@ -385,24 +396,16 @@ void gate_gemm(int m, int H, int j0, int j1, int k, const T* a, const T* w, T be
 template <class T>
 void input_projection(int rows, int H, int k, const T* x, const T* w, const float* packed_w, T* gates, int member,
                       int members) {
-  const auto [r0, r1] = share(rows, members, member);
-  if constexpr (std::is_same_v<T, float>) {
-    if (packed_w != nullptr)
-      return packed_gemm(static_cast<int>(r1 - r0), 4 * H, k, x + r0 * k, k, packed_w, false, gates + r0 * 4 * H, 4 * H);
-  }
-  gemm<T>(false, true, static_cast<int>(r1 - r0), 4 * H, k, T(1), x + r0 * k, k, w, k, T(0), gates + r0 * 4 * H, 4 * H);
+  const auto [r0, r1] = int_share(rows, members, member);
+  weights_product<T>(r1 - r0, 4 * H, k, x + int64_t{r0} * k, k, true, w, k, packed_w, gates + int64_t{r0} * 4 * H, 4 * H);
 }
 
-// Member m's rows of dx (rows x I) = dG (rows x 4H) W_ih (4H x I): against W_ih packed (float) or BLAS.
+// Member m's rows of dx (rows x I) = dG (rows x 4H) W_ih (4H x I).
 template <class T>
 void input_gradient(int rows, int G, int I, const T* dgates, const T* w_ih, const float* packed_w, T* dx, int member,
                     int members) {
   const auto [r0, r1] = int_share(rows, members, member);
-  if constexpr (std::is_same_v<T, float>) {
-    if (packed_w != nullptr)
-      return packed_gemm(r1 - r0, I, G, dgates + int64_t{r0} * G, G, packed_w, false, dx + int64_t{r0} * I, I);
-  }
-  gemm<T>(false, false, r1 - r0, I, G, T(1), dgates + int64_t{r0} * G, G, w_ih, I, T(0), dx + int64_t{r0} * I, I);
+  weights_product<T>(r1 - r0, I, G, dgates + int64_t{r0} * G, G, false, w_ih, I, packed_w, dx + int64_t{r0} * I, I);
 }
 
 // Member m's share of W_ih (4H x I) packed, as the input projection's B (W_ih^T, I x 4H) or as dx's (W_ih).
@@ -467,13 +470,10 @@ void recurrent_gates(int m, int H, int j0, int j1, int R, const T* h, const T* w
   gate_gemm<T>(m, H, j0, j1, R, h, w_hh, T(1), gates);
 }
 
-// Columns [c0, c1) of dh (m x R) = dG (m x 4H) W_hh (4H x R): packed (float, with packed weights) or BLAS.
+// Columns [c0, c1) of dh (m x R) = dG (m x 4H) W_hh (4H x R).
 template <class T>
 void recurrent_dh(int m, int c0, int c1, int G, const T* dg, const T* w_hh, int R, const float* packed, T* dh) {
-  if constexpr (std::is_same_v<T, float>) {
-    if (packed != nullptr) return packed_gemm(m, c1 - c0, G, dg, G, packed, false, dh + c0, R);
-  }
-  gemm<T>(false, false, m, c1 - c0, G, T(1), dg, G, w_hh + c0, R, T(0), dh + c0, R);
+  weights_product<T>(m, c1 - c0, G, dg, G, false, w_hh + c0, R, packed, dh + c0, R);
 }
 
 }  // namespace
