@@ -2,6 +2,7 @@
 #include "rnn_dist/dist/sparse_exchange.h"
 
 #include <bit>
+#include <chrono>
 
 #include "rnn_dist/util/error.h"
 
@@ -31,6 +32,7 @@ SparseRows& SparseExchange::exchange(SparseRows& local, float* table_grad) {
   const int64_t V = local.vocab(), E = local.dim();
   int64_t k = local.size();
   host_.allreduce_max(&k, 1);
+  const auto agreed = std::chrono::steady_clock::now();
   const bool gather = mode_ == SparseExchangeMode::gather ||
                       (mode_ == SparseExchangeMode::automatic && double(n) * double(k) * double(E + 1) < 2.0 * double(V) * double(E));
   // Every rank's ids, padded with the placeholder id V.
@@ -59,6 +61,7 @@ SparseRows& SparseExchange::exchange(SparseRows& local, float* table_grad) {
     backend_.zero(table_grad, V * E);
     last_ = {false, 2.0 * double(n - 1) / n * double(V) * double(E) * 4 + double(n - 1) * double(k) * 4};
   }
+  last_.seconds_after_agreement = std::chrono::duration<double>(std::chrono::steady_clock::now() - agreed).count();
   return global_;
 }
 

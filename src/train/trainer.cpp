@@ -175,7 +175,7 @@ class Trainer {
   std::optional<GradientReducer> reducer_;
   // --sparse-embedding: the touched rows' exchange between ranks, and what it moved over the steps.
   std::optional<SparseExchange> sparse_exchange_;
-  double sparse_rows_ = 0, sparse_bytes_ = 0, sparse_seconds_ = 0;
+  double sparse_rows_ = 0, sparse_bytes_ = 0, sparse_seconds_ = 0, sparse_agreed_seconds_ = 0;
   int64_t sparse_gathers_ = 0, sparse_steps_ = 0;
   std::unique_ptr<Model> model_;
   std::unique_ptr<Optimizer> optimizer_;
@@ -749,6 +749,7 @@ int Trainer::run() {
           const SparseExchange::Last& last = sparse_exchange_->last();
           sparse_rows_ += double(rows->size()), sparse_bytes_ += last.bytes;
           sparse_gathers_ += last.gathered, ++sparse_steps_;
+          sparse_agreed_seconds_ += last.seconds_after_agreement;
         }
       } catch (const Error& e) {
         reducer_->disarm();  // armed by finish() until complete()
@@ -851,10 +852,12 @@ int Trainer::run() {
   // Unless the last epoch's checkpoint, just written, is already the final one.
   if (saved_step_ != pos_.step) save();
   if (test_) report_eval("test", *test_, pos_.epoch);
-  // The largest rank's peaks, which `rnn_dist check` predicts (train/memory_plan.h).
-  int64_t peaks[2] = {peak_resident_bytes(), backend_->peak_bytes()};
+  // The largest rank's peaks, which `rnn_dist check` predicts (train/memory_plan.h), and the slowest
+  // rank's sparse exchange after the agreement on k (microseconds in all: the collectives end when their
+  // last rank has its data).
+  int64_t peaks[3] = {peak_resident_bytes(), backend_->peak_bytes(), static_cast<int64_t>(sparse_agreed_seconds_ * 1e6)};
   arm("the all-reduce of the memory peaks");
-  topo_.world->allreduce_max(peaks, 2);
+  topo_.world->allreduce_max(peaks, 3);
   disarm();
   if (lead_) {
     const double total = t_wait_ + t_compute_ + t_allreduce_ + t_update_;
@@ -877,12 +880,14 @@ int Trainer::run() {
                << ",\"host_syncs_max\":" << max_step_syncs_ << ",\"peak_resident_bytes\":" << peaks[0]
                << ",\"peak_device_bytes\":" << peaks[1];
       // The sparse embedding's distinct rows per step (over all ranks), the bytes its exchange received per
-      // rank and step (the model of dist/sparse_exchange.h), its time (part of the all-reduce's) and the
-      // steps whose rows were all-gathered (none on one rank, which exchanges nothing).
+      // rank and step (the model of dist/sparse_exchange.h), its time (part of the all-reduce's) on rank 0,
+      // its time after the agreement on k on the slowest rank, and the steps whose rows were all-gathered
+      // (none on one rank, which exchanges nothing).
       if (sparse_steps_ > 0)
         metrics_ << ",\"sparse_rows_per_step\":" << shortest(sparse_rows_ / double(sparse_steps_))
                  << ",\"sparse_exchange_bytes_per_step\":" << shortest(sparse_bytes_ / double(sparse_steps_))
                  << ",\"sparse_exchange_s_per_step\":" << shortest(sparse_seconds_ / double(sparse_steps_))
+                 << ",\"sparse_gathers_s_per_step_slowest\":" << shortest(double(peaks[2]) * 1e-6 / double(sparse_steps_))
                  << ",\"sparse_gathered_steps\":" << sparse_gathers_;
       // The buckets' sizes, how long before the backward pass ended each was sent (the model's inputs) and
       // when it completed.

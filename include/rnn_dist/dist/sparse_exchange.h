@@ -38,11 +38,13 @@ class SparseExchange {
   // (vocab x dim floats of the backend, zero) is the allreduce way's table, zero again on return. Collective.
   SparseRows& exchange(SparseRows& local, float* table_grad);
 
-  // The last exchange (nothing on one rank): whether its rows were gathered, and the bytes it received
-  // per rank (the model above).
+  // The last exchange (nothing on one rank): whether its rows were gathered, the bytes it received per
+  // rank (the model above), and its seconds after the agreement on k, which synchronises the ranks (so
+  // that they leave out the wait for the last rank to arrive).
   struct Last {
     bool gathered = false;
     double bytes = 0;
+    double seconds_after_agreement = 0;
   };
   const Last& last() const { return last_; }
 
