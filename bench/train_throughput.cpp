@@ -59,6 +59,10 @@ using bench::sgemm_gflops;
 
 // The exit status of a run whose sgemm ceiling was disturbed: its ratio is not a result (nothing recorded).
 constexpr int kExitInvalid = 3;
+// Training may beat OpenBLAS's sgemm: the LSTM's products run on rnn_dist's packed kernel, up to ~1.15
+// times OpenBLAS's rate on some hosts (docs/benchmarks.md, issue 29). Beyond this many times the ceiling,
+// a window was disturbed (an earlier version reported 1.52 for one).
+constexpr double kBeyondCeiling = 1.25;
 
 double rss_mib() {
   rusage ru{};
@@ -348,7 +352,7 @@ int main(int argc, char** argv) try {
 
   const double gflops = tokens * 3 * fwd_flops_per_token / wall / 1e9;  // backward = twice the forward GEMMs
   // The ceiling again, after the run: a window disturbed by another process shows as two rates far apart,
-  // or as training faster than its own GEMMs could go. Such a run is not a measurement.
+  // or as training far faster than the machine's sgemm. Such a run is not a measurement.
   std::string invalid;
   if (!gpu) {
     topo.world->barrier();
@@ -358,8 +362,8 @@ int main(int argc, char** argv) try {
     peak = std::max(before, after);
     if (std::min(before, after) < 0.75 * peak)
       invalid = cat("the sgemm rate moved from ", before, " to ", after, " GFLOP/s during the run");
-    else if (gflops > peak)
-      invalid = cat("training at ", gflops, " GFLOP/s above the sgemm rate of ", peak);
+    else if (gflops > kBeyondCeiling * peak)
+      invalid = cat("training at ", gflops, " GFLOP/s, more than ", kBeyondCeiling, " times the sgemm rate of ", peak);
   }
   const double tps = tokens / wall, eval_tps = eval_acc[1] / eval_wall;
   const double split = t_wait + t_fwd + t_bwd + t_red + t_opt;
