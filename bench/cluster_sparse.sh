@@ -60,7 +60,7 @@ done
 # training runs.
 if [ -s m.gather ]; then
   n=4 E=256
-  measured=$(num sparse_gathers_s_per_step_slowest gather) rank0=$(num sparse_exchange_s_per_step gather)
+  measured=$(num sparse_after_agreement_s_per_step_slowest gather) rank0=$(num sparse_exchange_s_per_step gather)
   bytes=$(num sparse_exchange_bytes_per_step gather)
   kmax=$(awk -v b="$bytes" -v n=$n -v e=$E 'BEGIN { printf "%d", b / ((n - 1) * (e + 1) * 4) + 0.5 }')
   predicted=0

@@ -390,9 +390,10 @@ void weights_product(int m, int n, int k, const T* a, int lda, bool transposed, 
 }
 
 // gates (m x 4H) = x (m x k) w^T (w: 4H x k), member m's share of the rows in one product over every
-// column: a quarter of gate_gemm's calls, each 4 times as wide, which OpenBLAS runs faster (S's layers:
-// 129 and 164 GFLOP/s against 109 and 145 for four quarter-wide ones; with two members 128 and 164 against
-// 101 and 134 for their eighth-wide ones). The caller's next barrier makes every row complete.
+// column (packed for float, BLAS for double): a quarter of gate_gemm's calls, each 4 times as wide, which
+// OpenBLAS ran faster (S's layers: 129 and 164 GFLOP/s against 109 and 145 for four quarter-wide ones;
+// with two members 128 and 164 against 101 and 134 for their eighth-wide ones). The caller's next barrier
+// makes every row complete.
 template <class T>
 void input_projection(int rows, int H, int k, const T* x, const T* w, const float* packed_w, T* gates, int member,
                       int members) {

@@ -852,12 +852,12 @@ int Trainer::run() {
   // Unless the last epoch's checkpoint, just written, is already the final one.
   if (saved_step_ != pos_.step) save();
   if (test_) report_eval("test", *test_, pos_.epoch);
-  // The largest rank's peaks, which `rnn_dist check` predicts (train/memory_plan.h), and the slowest
-  // rank's sparse exchange after the agreement on k (microseconds in all: the collectives end when their
-  // last rank has its data).
-  int64_t peaks[3] = {peak_resident_bytes(), backend_->peak_bytes(), static_cast<int64_t>(sparse_agreed_seconds_ * 1e6)};
-  arm("the all-reduce of the memory peaks");
-  topo_.world->allreduce_max(peaks, 3);
+  // Over the ranks, the largest memory peaks, which `rnn_dist check` predicts (train/memory_plan.h), and
+  // the slowest sparse exchange after the agreement on k (microseconds in all: the collectives end when
+  // their last rank has its data).
+  int64_t maxima[3] = {peak_resident_bytes(), backend_->peak_bytes(), static_cast<int64_t>(sparse_agreed_seconds_ * 1e6)};
+  arm("the all-reduce of the run's maxima");
+  topo_.world->allreduce_max(maxima, 3);
   disarm();
   if (lead_) {
     const double total = t_wait_ + t_compute_ + t_allreduce_ + t_update_;
@@ -867,8 +867,8 @@ int Trainer::run() {
               << " tokens/s (all ranks); time split (rank 0): compute " << pct(t_compute_) << ", all-reduce "
               << pct(t_allreduce_) << ", data wait " << pct(t_wait_) << ", update " << pct(t_update_)
               << std::defaultfloat << std::endl;
-    std::cout << "peak memory (largest rank): resident " << bytes_text(peaks[0]) << ", "
-              << backend_->device().str() << " buffers " << bytes_text(peaks[1]) << std::endl;
+    std::cout << "peak memory (largest rank): resident " << bytes_text(maxima[0]) << ", "
+              << backend_->device().str() << " buffers " << bytes_text(maxima[1]) << std::endl;
     if (metrics_.is_open() && metrics_error_.empty()) {
       metrics_ << "{\"kind\":\"summary\",\"step\":" << pos_.step << ",\"tokens\":" << int64_t(total_tokens_)
                << ",\"seconds\":" << shortest(total) << ",\"tokens_per_s\":"
@@ -877,8 +877,8 @@ int Trainer::run() {
                << ",\"update_s\":" << shortest(t_update_) << ",\"allreduce_dtype\":\"" << c_.allreduce_dtype
                << "\",\"overlap\":" << (overlap_ ? "true" : "false") << ",\"host_syncs_per_step\":"
                << shortest(double(step_syncs_) / double(std::max<int64_t>(1, synced_steps_)))
-               << ",\"host_syncs_max\":" << max_step_syncs_ << ",\"peak_resident_bytes\":" << peaks[0]
-               << ",\"peak_device_bytes\":" << peaks[1];
+               << ",\"host_syncs_max\":" << max_step_syncs_ << ",\"peak_resident_bytes\":" << maxima[0]
+               << ",\"peak_device_bytes\":" << maxima[1];
       // The sparse embedding's distinct rows per step (over all ranks), the bytes its exchange received per
       // rank and step (the model of dist/sparse_exchange.h), its time (part of the all-reduce's) on rank 0,
       // its time after the agreement on k on the slowest rank, and the steps whose rows were all-gathered
@@ -887,7 +887,7 @@ int Trainer::run() {
         metrics_ << ",\"sparse_rows_per_step\":" << shortest(sparse_rows_ / double(sparse_steps_))
                  << ",\"sparse_exchange_bytes_per_step\":" << shortest(sparse_bytes_ / double(sparse_steps_))
                  << ",\"sparse_exchange_s_per_step\":" << shortest(sparse_seconds_ / double(sparse_steps_))
-                 << ",\"sparse_gathers_s_per_step_slowest\":" << shortest(double(peaks[2]) * 1e-6 / double(sparse_steps_))
+                 << ",\"sparse_after_agreement_s_per_step_slowest\":" << shortest(double(maxima[2]) * 1e-6 / double(sparse_steps_))
                  << ",\"sparse_gathered_steps\":" << sparse_gathers_;
       // The buckets' sizes, how long before the backward pass ended each was sent (the model's inputs) and
       // when it completed.

@@ -40,7 +40,8 @@ class SparseExchange {
 
   // The last exchange (nothing on one rank): whether its rows were gathered, the bytes it received per
   // rank (the model above), and its seconds after the agreement on k, which synchronises the ranks (so
-  // that they leave out the wait for the last rank to arrive).
+  // that they leave out the wait for the last rank to arrive; over NCCL, the host's time to queue the rows'
+  // collectives, not theirs).
   struct Last {
     bool gathered = false;
     double bytes = 0;
