@@ -137,7 +137,7 @@ class MpiCommunicator final : public Communicator {
     // A ring: at step s each rank passes on to the next the slice it received at step s-1. Each rank
     // sends and receives (n-1)/n of the result, the model's t_allgather (docs/scaling.md), and with ranks
     // numbered node by node n-1 slices cross each node's link each way. Open MPI's own choice for 4 ranks
-    // over TCP sent more across the link: 37-42 ms for 2.7 MB on the 1 Gbit/s test cluster, where the
+    // over TCP sent more across the link: 37-43 ms for 2.7 MB on the 1 Gbit/s test cluster, where the
     // ring takes 16-25 ms (its bound: 16.2).
     const int next = (rank_ + 1) % size_, prev = (rank_ + size_ - 1) % size_;
     const int count = static_cast<int>(chunk);

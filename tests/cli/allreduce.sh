@@ -5,26 +5,26 @@
 # ring all-gather (--op allgather) at world sizes 1-4, every rank's slice checked.
 # $1 = build directory.
 source "$(dirname "$0")/lib/harness.sh"
+# check NAME ARGS...: one allreduce_bench run, which must exit 0 and report every result correct.
+check() {
+  local name=$1; shift
+  local out
+  out=$(mpirun --oversubscribe "$@" --min-bytes 4 --max-bytes 65536 --iters 1 2>&1)
+  if [ $? -eq 0 ] && grep -q "all results correct" <<<"$out" && ! grep -q WRONG <<<"$out"; then
+    ok "$name"
+  else
+    bad "$name: $(echo "$out" | tail -5)"
+  fi
+}
 for dtype in fp32 bf16; do
   for np in 1 2 3 4; do
     for rpn in 1 2; do
-      out=$(mpirun --oversubscribe -np $np "$BUILD/bench/allreduce_bench" --ranks-per-node $rpn --min-bytes 4 \
-            --max-bytes 65536 --iters 1 --dtype $dtype 2>&1)
-      if [ $? -eq 0 ] && grep -q "all results correct" <<<"$out" && ! grep -q WRONG <<<"$out"; then
-        ok "$dtype -np $np --ranks-per-node $rpn"
-      else
-        bad "$dtype -np $np --ranks-per-node $rpn: $(echo "$out" | tail -5)"
-      fi
+      check "$dtype -np $np --ranks-per-node $rpn" -np $np "$BUILD/bench/allreduce_bench" --ranks-per-node $rpn \
+            --dtype $dtype
     done
   done
 done
 for np in 1 2 3 4; do
-  out=$(mpirun --oversubscribe -np $np "$BUILD/bench/allreduce_bench" --op allgather --min-bytes 4 --max-bytes 65536 \
-        --iters 1 2>&1)
-  if [ $? -eq 0 ] && grep -q "all results correct" <<<"$out" && ! grep -q WRONG <<<"$out"; then
-    ok "allgather -np $np"
-  else
-    bad "allgather -np $np: $(echo "$out" | tail -5)"
-  fi
+  check "allgather -np $np" -np $np "$BUILD/bench/allreduce_bench" --op allgather
 done
 finish
