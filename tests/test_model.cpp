@@ -681,6 +681,43 @@ TEST(Model, ClassifierShapesAndRefusals) {
   EXPECT_THROW(Model(*backend, none), InputError);
 }
 
+// A bidirectional tagger on 1, 2 and 3 threads, with dropout: equal losses, gradients and evaluation up to
+// float summation order. With two threads the CPU LSTM runs the directions side by side, one thread each;
+// with three each direction's units are split over the team (H = 20 leaves a partial vector in a share).
+TEST(Model, BidirectionalThreadsAgree) {
+  ModelConfig c = labelled_config(Task::tag, true);
+  c.hidden = 20, c.layers = 3, c.dropout = 0.25f;
+  const std::vector<int64_t> lengths = {12, 9, 9, 5, 3};
+  const Batch batch = random_labelled(Task::tag, lengths, c.vocab, c.classes, 47).batch(Task::tag);
+  struct Out {
+    double loss, eval;
+    std::vector<float> grads;
+  };
+  auto run = [&](int threads) {
+    auto backend = make_backend(DeviceType::cpu, 0, threads);
+    Model m(*backend, c);
+    m.init(6);
+    Out o;
+    o.loss = m.forward_backward(batch, 0.5f, 9);
+    o.grads = download_grads(m);
+    o.eval = m.evaluate(batch);
+    return o;
+  };
+  const Out one = run(1);
+  for (int threads : {2, 3}) {
+    const Out t = run(threads);
+    const std::string k = std::to_string(threads) + " threads";
+    EXPECT_NEAR(t.loss, one.loss, 1e-6 * one.loss) << k;
+    EXPECT_NEAR(t.eval, one.eval, 1e-6 * one.eval) << k;
+    ASSERT_EQ(t.grads.size(), one.grads.size());
+    double err = 0, ref = 0;
+    for (size_t i = 0; i < one.grads.size(); ++i)
+      err = std::max(err, double(std::abs(t.grads[i] - one.grads[i]))), ref = std::max(ref, double(std::abs(one.grads[i])));
+    EXPECT_GT(ref, 0) << k;
+    EXPECT_LE(err, 1e-5 * ref) << k;
+  }
+}
+
 TEST(Model, ClassifierAndTaggerGradientsMatchFiniteDifferences) {
   auto backend = make_backend(DeviceType::cpu, 0, 1);
   const std::vector<int64_t> lengths = {9, 8, 8, 7, 7, 7, 6, 5, 5, 4, 3, 3};  // enough sequences for sizeable derivatives

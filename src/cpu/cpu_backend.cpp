@@ -103,16 +103,16 @@ class CpuLstm final : public Lstm {
       float* out = top ? y : out_[l].data();
       if (dirs_ == 2)
         copy_block(input, input_of(l), 0, reversed_in_[l].data(), input_of(l), 0, input_of(l), rows, &perm_);
-      for (int d = 0; d < dirs_; ++d) {
+      run_directions([&](int d, cpu::Team* team, int lane) {
         const int k = l * dirs_ + d;
         // One direction alone writes the layer's output; two write theirs apart, then side by side.
-        float* dir_out = dirs_ == 1 ? out : dir_y_.data();
+        float* dir_out = dirs_ == 1 ? out : dir_y_.data() + lane * rows * R;
         cpu::lstm_layer_forward<float>(packing, layer(weights, l, d), d ? reversed_in_[l].data() : input,
                                        h0 ? h0 + k * bh : nullptr, c0 ? c0 + k * bc : nullptr, dir_out,
                                        hn ? hn + k * bh : nullptr, cn ? cn + k * bc : nullptr,
-                                       cpu::lstm_cache_view(cache_[k].data(), rows, H, P), &team_, packed_.data());
+                                       cpu::lstm_cache_view(cache_[k].data(), rows, H, P), team, packed(lane));
         if (dirs_ == 2) copy_block(dir_out, R, 0, out, W, d * R, R, rows, d ? &perm_ : nullptr);
-      }
+      });
       if (!top) {
         if (drop_ > 0) {
           backend_.dropout(out, rows * W, drop_, seed_ + l, in_[l + 1].data());
@@ -136,25 +136,32 @@ class CpuLstm final : public Lstm {
       const float* input = l == 0 ? x_ : (drop_ > 0 ? in_[l].data() : out_[l - 1].data());
       Tensor& gin = (l % 2) ? grad_a_ : grad_b_;
       float* din = l > 0 ? gin.data() : dx;
-      for (int d = 0; d < dirs_; ++d) {
+      // Two directions: each one's columns of the output gradient (in its own row order), and its input
+      // gradient, reversed back and summed with the other's, the forward direction's first.
+      auto add_input_gradient = [&](int d, int lane) {
+        copy_block(dir_dx_.data() + lane * rows * in, in, 0, din, in, 0, in, rows, d ? &perm_ : nullptr, d == 1);
+      };
+      run_directions([&](int d, cpu::Team* team, int lane) {
         const int k = l * dirs_ + d;
-        // Two directions: this one's columns of the output gradient (in its own row order), and its input
-        // gradient, reversed back and summed with the other's.
         const float* dir_dy = dout;
         float* dir_dx = din;
         if (dirs_ == 2) {
-          copy_block(dout, W, d * R, dir_dy_.data(), R, 0, R, rows, d ? &perm_ : nullptr);
-          dir_dy = dir_dy_.data();
-          if (din) dir_dx = dir_dx_.data();
+          float* lane_dy = dir_dy_.data() + lane * rows * R;
+          copy_block(dout, W, d * R, lane_dy, R, 0, R, rows, d ? &perm_ : nullptr);
+          dir_dy = lane_dy;
+          if (din) dir_dx = dir_dx_.data() + lane * rows * in;
         }
         cpu::lstm_layer_backward<float>(packing, layer(weights, l, d), d ? reversed_in_[l].data() : input,
                                         h0_ ? h0_ + k * bh : nullptr, c0_ ? c0_ + k * bc : nullptr,
                                         cpu::lstm_cache_view(cache_[k].data(), rows, H, P), dir_dy,
                                         dhn ? dhn + k * bh : nullptr, dcn ? dcn + k * bc : nullptr, dir_dx,
                                         dh0 ? dh0 + k * bh : nullptr, dc0 ? dc0 + k * bc : nullptr,
-                                        grads(dweights, l, d), workspace_.data(), &team_, packed_.data());
-        if (dirs_ == 2 && din) copy_block(dir_dx, in, 0, din, in, 0, in, rows, d ? &perm_ : nullptr, d == 1);
-      }
+                                        grads(dweights, l, d), workspace_.data() + lane * workspace_lane_, team,
+                                        packed(lane));
+        if (dirs_ == 2 && din && !side_by_side()) add_input_gradient(d, lane);
+      });
+      if (side_by_side() && din)
+        for (int d = 0; d < dirs_; ++d) add_input_gradient(d, d);
       // Layer l's weights (both directions) are final, and so are those of every layer above it.
       if (ready) ready->final_from(params_[size_t(per_direction() * l * dirs_)].offset);
       if (l > 0 && drop_ > 0) backend_.dropout(din, rows * in, drop_, seed_ + (l - 1), din);
@@ -168,10 +175,14 @@ class CpuLstm final : public Lstm {
     // The layers' inputs are at most max(input, W) wide; the buffers alternating between layers hold the
     // outputs of layers 0 .. L-2 in inference, the input gradients of layers 1 .. L-1 in training (W wide).
     const int64_t widest_in = shape_.layers > 1 ? std::max<int64_t>(shape_.input, W) : shape_.input;
-    if (dirs_ == 2) dir_y_.resize({rows, R});
-    packed_.resize(static_cast<int64_t>(cpu::lstm_packed_elems(static_cast<int>(widest_in), H, P, team_.size())));
+    const int lanes = side_by_side() ? 2 : 1;
+    if (dirs_ == 2) dir_y_.resize({lanes * rows, R});
+    const int members = lanes == 2 ? 1 : team_.size();  // of the team that runs one direction
+    packed_lane_ = static_cast<int64_t>(cpu::lstm_packed_elems(static_cast<int>(widest_in), H, P, members));
+    packed_.resize(lanes * packed_lane_);
     if (!training) {
-      infer_ws_.resize(static_cast<int64_t>(cpu::lstm_inference_workspace_elems(rows, packing.batch(), H, P)));
+      infer_lane_ = static_cast<int64_t>(cpu::lstm_inference_workspace_elems(rows, packing.batch(), H, P));
+      infer_ws_.resize(lanes * infer_lane_);
       for (int l = 0; l + 1 < shape_.layers; ++l) ((l % 2) ? grad_a_ : grad_b_).resize({rows, W});
       if (dirs_ == 2) reversed_x_.resize({rows, widest_in});
       return;
@@ -184,15 +195,31 @@ class CpuLstm final : public Lstm {
       for (int d = 0; d < dirs_; ++d) cache_[size_t(l * dirs_ + d)].resize(int64_t(cpu::lstm_cache_elems(rows, H, P)));
       if (l > 0) ((l % 2) ? grad_a_ : grad_b_).resize({rows, int64_t{input_of(l)}});
     }
-    workspace_.resize(static_cast<int64_t>(cpu::lstm_backward_workspace_elems(rows, packing.batch(), H, P)));
+    workspace_lane_ = static_cast<int64_t>(cpu::lstm_backward_workspace_elems(rows, packing.batch(), H, P));
+    workspace_.resize(lanes * workspace_lane_);
     if (dirs_ == 2) {
-      dir_dy_.resize({rows, R});
-      dir_dx_.resize({rows, widest_in});
+      dir_dy_.resize({lanes * rows, R});
+      dir_dx_.resize({lanes * rows, widest_in});
     }
   }
 
  private:
   int input_of(int l) const { return l == 0 ? shape_.input : dirs_ * shape_.out(); }
+
+  // With a team of two, a bidirectional layer runs its directions side by side, one member each, each
+  // direction computed as on one thread: no barrier per time step and products of the whole width, where
+  // splitting each direction's units over both members met twice a step and halved every product (the
+  // classifier's shape B: the LSTM 1.13x faster, docs/benchmarks.md). Each member then has a lane of its
+  // own in the buffers a direction writes: workspaces, packed weights, dir_y_, dir_dy_ and dir_dx_.
+  // Otherwise the directions run one after the other on the whole team, in lane 0.
+  bool side_by_side() const { return dirs_ == 2 && team_.size() == 2; }
+  // fn(direction, team to run it on, lane) for each direction.
+  template <class Fn>
+  void run_directions(Fn&& fn) {
+    if (side_by_side()) return team_.run([&](int m) { fn(m, nullptr, m); });
+    for (int d = 0; d < dirs_; ++d) fn(d, &team_, 0);
+  }
+  float* packed(int lane) { return packed_.data() + lane * packed_lane_; }
   int per_direction() const { return shape_.proj > 0 ? 5 : 4; }  // tensors of one direction of a layer
 
   // Forward pass without dropout that keeps nothing for backward: layer outputs alternate between two
@@ -210,15 +237,15 @@ class CpuLstm final : public Lstm {
       float* out = top ? y : ((l % 2) ? grad_a_ : grad_b_).data();
       if (dirs_ == 2)
         copy_block(input, input_of(l), 0, reversed_x_.data(), input_of(l), 0, input_of(l), rows, &perm_);
-      for (int d = 0; d < dirs_; ++d) {
+      run_directions([&](int d, cpu::Team* team, int lane) {
         const int k = l * dirs_ + d;
-        float* dir_out = dirs_ == 1 ? out : dir_y_.data();
+        float* dir_out = dirs_ == 1 ? out : dir_y_.data() + lane * rows * R;
         cpu::lstm_layer_inference<float>(packing, layer(weights, l, d), d ? reversed_x_.data() : input,
                                          h0 ? h0 + k * bh : nullptr, c0 ? c0 + k * bc : nullptr, dir_out,
-                                         hn ? hn + k * bh : nullptr, cn ? cn + k * bc : nullptr, infer_ws_.data(),
-                                         &team_, packed_.data());
+                                         hn ? hn + k * bh : nullptr, cn ? cn + k * bc : nullptr,
+                                         infer_ws_.data() + lane * infer_lane_, team, packed(lane));
         if (dirs_ == 2) copy_block(dir_out, R, 0, out, W, d * R, R, rows, d ? &perm_ : nullptr);
-      }
+      });
       input = out;
     }
   }
@@ -255,6 +282,7 @@ class CpuLstm final : public Lstm {
   // workspace; one direction's output, output gradient and input gradient; inference's reversed input.
   Tensor workspace_, grad_a_, grad_b_, infer_ws_, dir_y_, dir_dy_, dir_dx_, reversed_x_;
   Tensor packed_;  // the recurrent weights packed for the time loop (cpu::lstm_packed_elems), any layer's
+  int64_t packed_lane_ = 0, workspace_lane_ = 0, infer_lane_ = 0;  // elements of each lane (side_by_side())
 };
 
 class CpuBackend final : public Backend {
