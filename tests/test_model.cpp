@@ -43,6 +43,15 @@ Batch random_batch(const std::vector<int64_t>& lengths, int64_t vocab, uint32_t 
   return make_batch(tokens, lengths);
 }
 
+// a equals b up to float summation order: max |a - b| <= 1e-5 max |b|, b not all zero.
+void expect_close(const std::vector<float>& a, const std::vector<float>& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  double err = 0, ref = 0;
+  for (size_t i = 0; i < a.size(); ++i) err = std::max(err, double(std::abs(a[i] - b[i]))), ref = std::max(ref, double(std::abs(b[i])));
+  EXPECT_GT(ref, 0) << what;
+  EXPECT_LE(err, 1e-5 * ref) << what;
+}
+
 std::vector<float> download_grads(Model& m) {
   std::vector<float> g(m.num_params());
   m.backend().download(g.data(), m.grads().data(), g.size() * sizeof(float));
@@ -331,23 +340,16 @@ TEST(Model, ThreadsAndInferenceAgree) {
     o.hn = to_host(hn), o.cn = to_host(cn), o.hn_eval = to_host(hn_eval), o.cn_eval = to_host(cn_eval);
     return o;
   };
-  auto close = [](const std::vector<float>& a, const std::vector<float>& b, const char* what) {
-    ASSERT_EQ(a.size(), b.size());
-    double err = 0, ref = 0;
-    for (size_t i = 0; i < a.size(); ++i) err = std::max(err, double(std::abs(a[i] - b[i]))), ref = std::max(ref, double(std::abs(b[i])));
-    EXPECT_GT(ref, 0) << what;
-    EXPECT_LE(err, 1e-5 * ref) << what;
-  };
   const Out one = run(1), three = run(3);
   EXPECT_NEAR(one.eval, one.loss, 1e-6 * one.loss);
-  close(one.hn_eval, one.hn, "evaluate hn");
-  close(one.cn_eval, one.cn, "evaluate cn");
+  expect_close(one.hn_eval, one.hn, "evaluate hn");
+  expect_close(one.cn_eval, one.cn, "evaluate cn");
   EXPECT_NEAR(three.loss, one.loss, 1e-6 * one.loss);
   EXPECT_NEAR(three.eval, one.eval, 1e-6 * one.loss);
-  close(three.grads, one.grads, "gradients with 3 threads");
-  close(three.hn, one.hn, "hn with 3 threads");
-  close(three.cn, one.cn, "cn with 3 threads");
-  close(three.hn_eval, one.hn, "evaluate hn with 3 threads");
+  expect_close(three.grads, one.grads, "gradients with 3 threads");
+  expect_close(three.hn, one.hn, "hn with 3 threads");
+  expect_close(three.cn, one.cn, "cn with 3 threads");
+  expect_close(three.hn_eval, one.hn, "evaluate hn with 3 threads");
 }
 
 // The trainer carries the stream state in place: one device buffer is both the initial and the final
@@ -709,12 +711,7 @@ TEST(Model, BidirectionalThreadsAgree) {
     const std::string k = std::to_string(threads) + " threads";
     EXPECT_NEAR(t.loss, one.loss, 1e-6 * one.loss) << k;
     EXPECT_NEAR(t.eval, one.eval, 1e-6 * one.eval) << k;
-    ASSERT_EQ(t.grads.size(), one.grads.size());
-    double err = 0, ref = 0;
-    for (size_t i = 0; i < one.grads.size(); ++i)
-      err = std::max(err, double(std::abs(t.grads[i] - one.grads[i]))), ref = std::max(ref, double(std::abs(one.grads[i])));
-    EXPECT_GT(ref, 0) << k;
-    EXPECT_LE(err, 1e-5 * ref) << k;
+    expect_close(t.grads, one.grads, "gradients with " + k);
   }
 }
 
