@@ -472,9 +472,9 @@ int main(int argc, char** argv) try {
                 flops / t / 1e9, flops / t / 1e9 / ceiling);
   };
   std::printf("config %s: E=%d H=%d L=%d %s, %d batches of %d sequences (%lld rows, %.1f%% padding), %d thread(s); "
-              "sgemm %.1f GFLOP/s\n", config.c_str(), c.embed, H, c.layers, c.bidirectional ? "bidirectional" : "unidirectional",
+              "sgemm %.1f GFLOP/s (%s)\n", config.c_str(), c.embed, H, c.layers, c.bidirectional ? "bidirectional" : "unidirectional",
               steps, c.batch, static_cast<long long>(rows), 100.0 * double(padded_rows - rows) / double(padded_rows), threads,
-              ceiling);
+              ceiling, cpu::blas_kernels().c_str());
   line("rnn_dist (packed)", t_ours, work);
   line("oneDNN padded", t_padded, padded_work);
   line("oneDNN length buckets", t_buckets, work);

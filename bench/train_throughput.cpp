@@ -379,7 +379,7 @@ int main(int argc, char** argv) try {
               << "  train tokens/s   " << tps << "\n"
               << "  achieved         " << gflops << " GFLOP/s\n";
     if (!gpu)
-      std::cout << "  sgemm (n=1024)   " << peak << " GFLOP/s (OpenBLAS, " << world << " x " << o.threads
+      std::cout << "  sgemm (n=1024)   " << peak << " GFLOP/s (" << cpu::blas_kernels() << ", " << world << " x " << o.threads
                 << " threads, best of 5 windows before and 5 after the run)\n"
                 << "  ratio            " << std::setprecision(3) << gflops / peak << "\n";
     if (!invalid.empty()) std::cout << "  INVALID          " << invalid << ": not a measurement, run it again\n";

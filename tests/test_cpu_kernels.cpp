@@ -2,7 +2,8 @@
 // kernel and for a small embedding -> 2-layer LSTM -> linear -> cross-entropy model, packed-versus-unpacked
 // equality, an independent loop implementation, a case worked out by hand, the edge cases of Packing and
 // cross_entropy, the thread team (team-parallel kernels and the inference pass equal the serial training
-// pass; denormals flushed) and the accuracy of the float kernels' fast exp/sigmoid/tanh against double.
+// pass; denormals flushed), the accuracy of the float kernels' fast exp/sigmoid/tanh against double, and
+// the CPU backend's name for the OpenBLAS kernels it runs on.
 #include "rnn_dist/cpu/cpu_kernels.h"
 
 #include <gtest/gtest.h>
@@ -19,7 +20,11 @@
 #include <utility>
 #include <vector>
 
+#include "rnn_dist/cpu/blas_kernels.h"
+#include "rnn_dist/cpu/cpu_backend.h"
 #include "rnn_dist/util/error.h"
+
+extern "C" char* openblas_get_corename(void);
 
 namespace rnn_dist::cpu {
 namespace {
@@ -1087,6 +1092,20 @@ TEST(CpuPool, MaxPoolingByHand) {
   want[packing.row(2, 0) * dim + 0] = 1, want[packing.row(0, 0) * dim + 1] = 2, want[packing.row(0, 0) * dim + 2] = 3;
   want[packing.row(1, 1) * dim + 0] = 4, want[packing.row(0, 1) * dim + 1] = 5, want[packing.row(0, 1) * dim + 2] = 6;
   EXPECT_EQ(dy, want);
+}
+
+// The backend's name says which OpenBLAS kernels run, and flags AVX2 kernels on a CPU with AVX-512 (an
+// OpenBLAS that did not recognise the CPU, or a forced core type: docs/benchmarks.md, session 15).
+TEST(BlasKernels, TheBackendNamesTheKernelsAndFlagsUnusedAvx512) {
+  const std::string core = openblas_get_corename();
+  const std::string name = make_cpu_backend(1)->device_name();
+  EXPECT_EQ(name.rfind("cpu (OpenBLAS " + core + " kernels", 0), 0u) << name;
+  EXPECT_EQ(name, "cpu (" + blas_kernels() + ")");
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
+                      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+                      __builtin_cpu_supports("avx512vl");
+  EXPECT_EQ(name.find("OPENBLAS_CORETYPE=SkylakeX") != std::string::npos, avx512 && (core == "Haswell" || core == "Zen"))
+      << name;
 }
 
 }  // namespace

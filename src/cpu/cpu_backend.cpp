@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "rnn_dist/cpu/blas_kernels.h"
 #include "rnn_dist/cpu/cpu_kernels.h"
 #include "rnn_dist/nn/optimizer.h"
 #include "rnn_dist/util/error.h"
@@ -293,13 +294,13 @@ class CpuBackend final : public Backend {
   // Blocks of 1 MiB and more are mapped and unmapped by glibc on their own (a fixed threshold: its
   // default rises to 32 MiB after the first such free), so that a freed checkpoint copy or a
   // workspace outgrown returns to the system, and the resident peak is what a MemoryPlan predicts.
-  explicit CpuBackend(int threads) : team_(std::max(1, threads)) {
+  explicit CpuBackend(int threads) : team_(std::max(1, threads)), blas_kernels_(cpu::blas_kernels()) {
     openblas_set_num_threads(1);
     mallopt(M_MMAP_THRESHOLD, 1 << 20);
   }
 
   Device device() const override { return Device{DeviceType::cpu, 0}; }
-  std::string device_name() const override { return "cpu"; }
+  std::string device_name() const override { return "cpu (" + blas_kernels_ + ")"; }
 
   void* allocate(size_t bytes) override {
     // 64-byte alignment for vector loads; sizes rounded up as aligned_alloc requires.
@@ -480,6 +481,7 @@ class CpuBackend final : public Backend {
   }
 
   cpu::Team team_;
+  std::string blas_kernels_;  // the OpenBLAS kernels the products run on (cpu/blas_kernels.h)
   double read_[kMaxRead] = {};
   int read_n_ = 0;
   bool reading_ = false;
