@@ -868,14 +868,19 @@ TEST(CpuPackedRecurrence, FloatWithPackedWeightsMatchesDouble) {
     };
     std::vector<float> none;
     const auto want = run(0.0, nullptr, none);
-    for (int size : {1, 2, 3}) {
-      Team team(size);
-      std::vector<float> packed(lstm_packed_elems(I, H, P, size), 0.0f);
-      const auto got = run(0.0f, &team, packed);
-      const std::string k = "P=" + std::to_string(P) + ", " + std::to_string(size) + " threads: ";
-      for (size_t e = 0; e < got.size(); ++e) expect_close(k + got[e].first, got[e].second, want[e].second, 2e-5);
-      EXPECT_TRUE(std::any_of(packed.begin(), packed.end(), [](float f) { return f != 0; })) << k << "packed unused";
-    }
+    const WeightGradients by_default = weight_gradients();
+    for (WeightGradients how : {WeightGradients::blas, WeightGradients::packed})
+      for (int size : {1, 2, 3}) {
+        set_weight_gradients(how);
+        Team team(size);
+        std::vector<float> packed(lstm_packed_elems(I, H, P, size), 0.0f);
+        const auto got = run(0.0f, &team, packed);
+        const std::string k = "P=" + std::to_string(P) + ", " + std::to_string(size) + " threads, weight gradients " +
+                              (how == WeightGradients::packed ? "packed" : "BLAS") + ": ";
+        for (size_t e = 0; e < got.size(); ++e) expect_close(k + got[e].first, got[e].second, want[e].second, 2e-5);
+        EXPECT_TRUE(std::any_of(packed.begin(), packed.end(), [](float f) { return f != 0; })) << k << "packed unused";
+      }
+    set_weight_gradients(by_default);
   }
 }
 

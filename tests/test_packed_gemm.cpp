@@ -1,7 +1,8 @@
 // Tests of the packed small-M product (packed_gemm.h): every variant this CPU runs against a double-precision
 // loop, over shapes that leave every tail (rows past the register block, a partial last panel, an odd panel
 // after the panel pairs, k = 1), in both packings, accumulating and not, with leading dimensions wider than
-// the matrices (whose extra columns must stay untouched).
+// the matrices (whose extra columns must stay untouched); the weight-gradient product A^T B the same way,
+// over K blocks and column tiles with tails.
 #include "rnn_dist/cpu/packed_gemm.h"
 
 #include <gtest/gtest.h>
@@ -62,6 +63,41 @@ TEST(PackedGemm, EveryVariantMatchesADoubleLoopOnEveryTail) {
                                                          << " accumulate=" << accumulate;
           EXPECT_TRUE(outside_untouched) << packed_gemm_variant_name(v) << " wrote past column " << n;
         }
+}
+
+// C += A^T B (A: k x m, B: k x n), on K blocks and 32-column tiles of A: every variant, shapes with a
+// partial K block, a partial tile and a partial panel, leading dimensions wider than the matrices; the
+// blocks as tall as the scratch allows (256 at most, none below 16).
+TEST(PackedGemm, TransposedProductMatchesADoubleLoop) {
+  std::mt19937 rng(30);
+  const int shapes[][3] = {{1, 1, 1}, {32, 16, 256}, {70, 37, 600}, {5, 64, 257}, {100, 3, 40}};
+  for (int v = 0; v < packed_gemm_variants(); ++v)
+    for (const auto& [m, n, k] : shapes) {
+      const int lda = m + 3, ldb = n + 2, ldc = n + 5;
+      const auto a = random_floats(size_t(k) * lda, rng), b = random_floats(size_t(k) * ldb, rng);
+      const auto c0 = random_floats(size_t(m) * ldc, rng);
+      // Room for K blocks of 40 rows: several blocks and a partial one where k > 40.
+      std::vector<float> c = c0, scratch(40 * (32 + packed_elems(1, n)), 7.0f);
+      ASSERT_EQ(packed_gemm_tn_rows(n, scratch.size()), 40);
+      packed_gemm_tn(m, n, k, a.data(), lda, b.data(), ldb, c.data(), ldc, scratch.data(), scratch.size(), v);
+      double worst = 0;
+      bool outside_untouched = true;
+      for (int i = 0; i < m; ++i)
+        for (int j = 0; j < ldc; ++j) {
+          if (j >= n) {
+            outside_untouched &= c[size_t(i) * ldc + j] == c0[size_t(i) * ldc + j];
+            continue;
+          }
+          double want = c0[size_t(i) * ldc + j];
+          for (int q = 0; q < k; ++q) want += double(a[size_t(q) * lda + i]) * b[size_t(q) * ldb + j];
+          worst = std::max(worst, std::abs(c[size_t(i) * ldc + j] - want) / (1 + std::abs(want)));
+        }
+      EXPECT_LT(worst, 2e-6 * std::sqrt(double(k))) << packed_gemm_variant_name(v) << " m=" << m << " n=" << n
+                                                    << " k=" << k;
+      EXPECT_TRUE(outside_untouched) << packed_gemm_variant_name(v) << " m=" << m << " n=" << n << " k=" << k;
+    }
+  EXPECT_EQ(packed_gemm_tn_rows(64, size_t{1} << 20), 256);
+  EXPECT_EQ(packed_gemm_tn_rows(64, 16 * (32 + 64) - 1), 0);
 }
 
 TEST(PackedGemm, PackingZeroesThePartialPanel) {

@@ -4,12 +4,14 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <climits>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
 
+#include "rnn_dist/cpu/blas_kernels.h"
 #include "rnn_dist/cpu/packed_gemm.h"
 #include "rnn_dist/util/error.h"
 
@@ -471,6 +473,19 @@ void recurrent_gates(int m, int H, int j0, int j1, int R, const T* h, const T* w
   gate_gemm<T>(m, H, j0, j1, R, h, w_hh, T(1), gates);
 }
 
+// dw (m x n, ldw) += a^T b (a: rows x m, lda; b: rows x n, ldb), a weight gradient: on the packed kernel
+// where weight_gradients() says so and the scratch (the member's part of the packed recurrent weights,
+// free once the time loop is done) holds a K block of packed_gemm_tn's, else BLAS.
+template <class T>
+void weight_gradient(int m, int n, int rows, const T* a, int lda, const T* b, int ldb, T* dw, int ldw, float* scratch,
+                     size_t scratch_elems) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (scratch != nullptr && weight_gradients() == WeightGradients::packed && packed_gemm_tn_rows(n, scratch_elems) > 0)
+      return packed_gemm_tn(m, n, rows, a, lda, b, ldb, dw, ldw, scratch, scratch_elems);
+  }
+  gemm<T>(true, false, m, n, rows, T(1), a, lda, b, ldb, T(1), dw, ldw);
+}
+
 // Columns [c0, c1) of dh (m x R) = dG (m x 4H) W_hh (4H x R).
 template <class T>
 void recurrent_dh(int m, int c0, int c1, int G, const T* dg, const T* w_hh, int R, const float* packed, T* dh) {
@@ -478,6 +493,20 @@ void recurrent_dh(int m, int c0, int c1, int G, const T* dg, const T* w_hh, int 
 }
 
 }  // namespace
+
+namespace {
+std::atomic<WeightGradients>& weight_gradients_choice() {
+  static std::atomic<WeightGradients> how{
+      blas_kernels_leave_avx512_unused() &&
+              std::string(packed_gemm_variant_name(packed_gemm_variants() - 1)) == "AVX-512"
+          ? WeightGradients::packed
+          : WeightGradients::blas};
+  return how;
+}
+}  // namespace
+
+WeightGradients weight_gradients() { return weight_gradients_choice().load(std::memory_order_relaxed); }
+void set_weight_gradients(WeightGradients how) { weight_gradients_choice().store(how, std::memory_order_relaxed); }
 
 size_t lstm_packed_elems(int input, int hidden, int proj, int members) {
   return recurrent_packed_stride(hidden, proj, members) * static_cast<size_t>(members) +
@@ -558,11 +587,12 @@ void lstm_proj_backward(const Packing& packing, const LstmLayerParams<T>& p, con
       if (dc0 != nullptr) std::copy(dc + int64_t{b} * H + j0, dc + int64_t{b} * H + j1, dc0 + int64_t{b} * H + j0);
     }
     const auto [g0, g1] = int_share(G, members, m);
-    gemm<T>(true, false, g1 - g0, I, rows, T(1), dgates + g0, G, x, I, T(1), grads.w_ih + int64_t{g0} * I, I);
-    gemm<T>(true, false, g1 - g0, P, rows, T(1), dgates + g0, G, cache.h_prev, P, T(1), grads.w_hh + int64_t{g0} * P,
-            P);
+    const size_t scratch = recurrent_packed_stride(H, P, members);
+    weight_gradient<T>(g1 - g0, I, rows, dgates + g0, G, x, I, grads.w_ih + int64_t{g0} * I, I, mine, scratch);
+    weight_gradient<T>(g1 - g0, P, rows, dgates + g0, G, cache.h_prev, P, grads.w_hh + int64_t{g0} * P, P, mine,
+                       scratch);
     add_colsum<T>(dgates, rows, G, g0, g1, grads.b_ih, grads.b_hh);
-    gemm<T>(true, false, p1 - p0, H, rows, T(1), dh_all + p0, P, cache.m, H, T(1), grads.w_hr + int64_t{p0} * H, H);
+    weight_gradient<T>(p1 - p0, H, rows, dh_all + p0, P, cache.m, H, grads.w_hr + int64_t{p0} * H, H, mine, scratch);
     if (dx != nullptr) input_gradient<T>(rows, G, I, dgates, p.w_ih, in_w, dx, m, members);
   });
 }
@@ -731,9 +761,10 @@ void lstm_layer_backward(const Packing& packing, const LstmLayerParams<T>& p, co
     }
     // The loop's last barrier completed dG: weight gradients by output rows, dx by input rows.
     const auto [g0, g1] = int_share(G, members, m);
-    gemm<T>(true, false, g1 - g0, I, rows, T(1), dgates + g0, G, x, I, T(1), grads.w_ih + int64_t{g0} * I, I);
-    gemm<T>(true, false, g1 - g0, H, rows, T(1), dgates + g0, G, cache.h_prev, H, T(1), grads.w_hh + int64_t{g0} * H,
-            H);
+    const size_t scratch = recurrent_packed_stride(H, 0, members);
+    weight_gradient<T>(g1 - g0, I, rows, dgates + g0, G, x, I, grads.w_ih + int64_t{g0} * I, I, mine, scratch);
+    weight_gradient<T>(g1 - g0, H, rows, dgates + g0, G, cache.h_prev, H, grads.w_hh + int64_t{g0} * H, H, mine,
+                       scratch);
     add_colsum<T>(dgates, rows, G, g0, g1, grads.b_ih, grads.b_hh);
     if (dx != nullptr) input_gradient<T>(rows, G, I, dgates, p.w_ih, in_w, dx, m, members);
   });

@@ -207,4 +207,36 @@ void packed_gemm(int m, int n, int k, const float* a, int lda, const float* pack
   kVariants[variant].fn(m, n, k, a, lda, packed, accumulate, c, ldc);
 }
 
+namespace {
+constexpr int kTnRows = 256, kTnCols = 32;  // the tallest K block; the columns of A transposed at once
+}  // namespace
+
+int packed_gemm_tn_rows(int n, size_t elems) {
+  // A K block of r rows takes r x kTnCols floats of A transposed and packed_elems(r, n) of B packed.
+  const size_t per_row = kTnCols + packed_elems(1, n);
+  const int rows = static_cast<int>(std::min<size_t>(kTnRows, elems / per_row));
+  return rows >= 16 ? rows : 0;
+}
+
+void packed_gemm_tn(int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c, int ldc,
+                    float* scratch, size_t elems, int variant) {
+  if (m <= 0 || n <= 0) return;
+  const int block = packed_gemm_tn_rows(n, elems);
+  if (block == 0) throw Error(cat("packed_gemm_tn: ", elems, " floats of scratch hold no K block for n = ", n));
+  float* at = scratch;
+  float* pb = scratch + size_t{kTnCols} * block;
+  for (int k0 = 0; k0 < k; k0 += block) {
+    const int ks = std::min(block, k - k0);
+    pack_b(b + int64_t{k0} * ldb, ldb, 1, ks, n, pb);
+    for (int i0 = 0; i0 < m; i0 += kTnCols) {
+      const int w = std::min(kTnCols, m - i0);
+      for (int r = 0; r < ks; ++r) {
+        const float* src = a + int64_t{k0 + r} * lda + i0;
+        for (int i = 0; i < w; ++i) at[int64_t{i} * ks + r] = src[i];
+      }
+      packed_gemm(w, n, ks, at, ks, pb, true, c + int64_t{i0} * ldc, ldc, variant);
+    }
+  }
+}
+
 }  // namespace rnn_dist::cpu

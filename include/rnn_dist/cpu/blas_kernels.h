@@ -13,5 +13,7 @@ namespace rnn_dist::cpu {
 // their CPU) and says what runs: "OpenBLAS Haswell kernels", followed, where they are AVX2 kernels on a
 // CPU with AVX-512, by ": AVX2 on a CPU with AVX-512" and the setting that would use it.
 std::string blas_kernels();
+// Whether those kernels are AVX2 ones (Haswell, Zen) on a CPU with AVX-512 (F, CD, BW, DQ, VL).
+bool blas_kernels_leave_avx512_unused();
 
 }  // namespace rnn_dist::cpu

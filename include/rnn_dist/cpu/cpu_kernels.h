@@ -84,6 +84,15 @@ size_t lstm_inference_workspace_elems(int64_t rows, int batch, int hidden, int p
 // every layer of a stack one after another.
 size_t lstm_packed_elems(int input, int hidden, int proj, int members);
 
+// How the float layers multiply their weight gradients (dW = dG^T x, K = the batch's rows), given packed
+// weights: OpenBLAS's sgemm, or the packed kernel (packed_gemm_tn: 1.3-1.9x OpenBLAS's AVX2 kernels on an
+// AVX-512 CPU, 0.8-0.94x its AVX-512 ones; docs/benchmarks.md, session 15). The default, fixed for the
+// process so that a resumed run multiplies as the first did: packed where OpenBLAS runs AVX2 kernels and
+// the packed kernel AVX-512 ones (blas_kernels_leave_avx512_unused()), else BLAS. Tests set each.
+enum class WeightGradients { blas, packed };
+WeightGradients weight_gradients();
+void set_weight_gradients(WeightGradients how);
+
 // Forward pass of one layer over a packed batch.
 // x: rows x input. h0: B x R, c0: B x H initial states, nullptr for zeros. y: rows x R outputs.
 // hn (B x R), cn (B x H): final states, each sequence's taken at its own last step (nullptr = not needed).

@@ -1,5 +1,5 @@
-// Float matrix products against a matrix packed once: the recurrent products of the LSTM's time loop, and
-// the layer-wide products with its input weights.
+// Float matrix products against a matrix packed once: the recurrent products of the LSTM's time loop, the
+// layer-wide products with its input weights, and (where OpenBLAS is slower) the weight gradients.
 //
 // At every time step the LSTM multiplies the batch's few rows (M = 32) by the same weights. OpenBLAS packs
 // those weights again on every call, and at that size the copy and the call cost as much as the
@@ -33,6 +33,16 @@ void pack_b_part(const float* b, int64_t row_stride, int64_t col_stride, int k, 
 // variant: -1 for the best this CPU runs, or one below packed_gemm_variants() (tests run each).
 void packed_gemm(int m, int n, int k, const float* a, int lda, const float* packed, bool accumulate, float* c,
                  int ldc, int variant = -1);
+// C (m x n, ldc) += A^T B, A (k x m, lda) and B (k x n, ldb) row-major: the weight gradients of a layer
+// (dW = dG^T x, K = its rows), on the packed kernel. K goes in blocks of up to 256 rows: each block of B
+// is packed, and A's block is transposed 32 columns at a time, so that the kernel's operands stay in L1
+// and L2 (larger tiles were slower: the transposing writes miss). The blocks are as tall as `scratch`
+// (`elems` floats) allows; packed_gemm_tn_rows says how tall, 0 when fewer than 16 rows fit (the product
+// is then not done here). 1.3-1.9x OpenBLAS's AVX2 kernels on an AVX-512 CPU, 0.8-0.94x its AVX-512 ones
+// (docs/benchmarks.md, session 15).
+int packed_gemm_tn_rows(int n, size_t elems);
+void packed_gemm_tn(int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c, int ldc,
+                    float* scratch, size_t elems, int variant = -1);
 // How many variants this CPU runs (1 to 3: baseline, AVX2, AVX-512), and each one's name.
 int packed_gemm_variants();
 const char* packed_gemm_variant_name(int variant);
