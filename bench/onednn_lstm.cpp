@@ -9,7 +9,8 @@
 // compared on the first batch: the outputs, the input gradients and every weight gradient must agree
 // within 1e-4 relative (max |a - b| / max |b| per tensor), or the comparison is void (exit 1). The
 // reverse direction of a padded batch would start in the padding, so bidirectional models are checked
-// on the buckets only, and only timed padded.
+// on the buckets only, and only timed padded. Where rnn_dist multiplies its weight gradients on its packed
+// kernel (OpenBLAS running AVX2 kernels on an AVX-512 CPU), it is timed with them on OpenBLAS too.
 //   onednn_lstm FILE.h5 S|L|B [--steps N (8)] [--threads T (1)]
 // S: E=64, H=256, 2 layers, 32 sequences (lm file); L: E=256, H=1024, 2 layers, 64 sequences (lm file);
 // B: S's shape bidirectional, 32 sequences (classify file: the classifier's shape). As train_throughput.
@@ -27,6 +28,8 @@
 #include <vector>
 
 #include "rnn_dist/backends/make_backend.h"
+#include "rnn_dist/cpu/blas_kernels.h"
+#include "rnn_dist/cpu/cpu_kernels.h"
 #include "rnn_dist/data/dataset.h"
 #include "rnn_dist/nn/backend.h"
 #include "rnn_dist/train/batch_plan.h"
@@ -456,13 +459,25 @@ int main(int argc, char** argv) try {
       for (const Padded& b : bs) theirs.run(b.T, b.N, b.x.data(), b.dy.data());
     return seconds(t0, Clock::now());
   };
+  // Where the weight gradients went to the packed kernel (cpu_kernels.h, weight_gradients()), rnn_dist is
+  // also timed with them on OpenBLAS, as on other CPUs.
+  const cpu::WeightGradients chosen = cpu::weight_gradients();
+  const bool both = chosen == cpu::WeightGradients::packed;
+  auto time_ours_blas = [&] {
+    cpu::set_weight_gradients(cpu::WeightGradients::blas);
+    const double t = time_ours();
+    cpu::set_weight_gradients(chosen);
+    return t;
+  };
   time_ours(), time_padded(), time_buckets();
+  if (both) time_ours_blas();
   // The best of two rounds, interleaved, so that a disturbance hits all alike.
-  double t_ours = 1e30, t_padded = 1e30, t_buckets = 1e30;
+  double t_ours = 1e30, t_padded = 1e30, t_buckets = 1e30, t_blas = 1e30;
   for (int round = 0; round < 2; ++round) {
     t_ours = std::min(t_ours, time_ours());
     t_padded = std::min(t_padded, time_padded());
     t_buckets = std::min(t_buckets, time_buckets());
+    if (both) t_blas = std::min(t_blas, time_ours_blas());
   }
   int64_t rows = 0, padded_rows = 0;
   for (const Packing& p : packings) rows += p.rows(), padded_rows += int64_t(p.lengths[0]) * p.batch();
@@ -472,14 +487,18 @@ int main(int argc, char** argv) try {
                 flops / t / 1e9, flops / t / 1e9 / ceiling);
   };
   std::printf("config %s: E=%d H=%d L=%d %s, %d batches of %d sequences (%lld rows, %.1f%% padding), %d thread(s); "
-              "sgemm %.1f GFLOP/s (%s)\n", config.c_str(), c.embed, H, c.layers, c.bidirectional ? "bidirectional" : "unidirectional",
+              "sgemm %.1f GFLOP/s, %s\n", config.c_str(), c.embed, H, c.layers, c.bidirectional ? "bidirectional" : "unidirectional",
               steps, c.batch, static_cast<long long>(rows), 100.0 * double(padded_rows - rows) / double(padded_rows), threads,
-              ceiling, cpu::blas_kernels().c_str());
+              ceiling, cpu->device_name().c_str());
   line("rnn_dist (packed)", t_ours, work);
+  if (both) line("rnn_dist, dW on OpenBLAS", t_blas, work);
   line("oneDNN padded", t_padded, padded_work);
   line("oneDNN length buckets", t_buckets, work);
   std::printf("rnn_dist / oneDNN: %.2fx padded, %.2fx buckets (time ratio: above 1, rnn_dist is faster)\n",
               t_padded / t_ours, t_buckets / t_ours);
+  if (both)
+    std::printf("weight gradients on the packed kernel: %.2fx rnn_dist with them on OpenBLAS (%s)\n", t_blas / t_ours,
+                cpu::blas_kernels().c_str());
   return 0;
 } catch (const std::exception& e) {
   std::cerr << "onednn_lstm: " << e.what() << std::endl;

@@ -7,7 +7,6 @@
 #include <cmath>
 #include <vector>
 
-#include "rnn_dist/cpu/blas_kernels.h"
 #include "rnn_dist/cpu/cpu_kernels.h"
 #include "rnn_dist/util/error.h"
 
@@ -21,7 +20,7 @@ inline double seconds(std::chrono::steady_clock::time_point a, std::chrono::stea
 
 // OpenBLAS's own (multi-threaded) sgemm on square matrices (A·Bᵀ): this rank's share of the ceiling. The
 // best of five 0.4 s windows, since the machine's rate is what a window free of other work reaches. The
-// benchmarks print the kernels beside it (cpu::blas_kernels()).
+// benchmarks print the CPU backend's name beside it, which says which OpenBLAS kernels run.
 inline double sgemm_gflops(int n, int threads) {
   openblas_set_num_threads(threads);
   std::vector<float> a(size_t(n) * n, 0.5f), b(size_t(n) * n, 0.25f), c(size_t(n) * n, 0.0f);

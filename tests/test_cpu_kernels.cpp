@@ -22,6 +22,7 @@
 
 #include "rnn_dist/cpu/blas_kernels.h"
 #include "rnn_dist/cpu/cpu_backend.h"
+#include "rnn_dist/cpu/packed_gemm.h"
 #include "rnn_dist/util/error.h"
 
 extern "C" char* openblas_get_corename(void);
@@ -1100,12 +1101,17 @@ TEST(CpuPool, MaxPoolingByHand) {
 }
 
 // The backend's name says which OpenBLAS kernels run, and flags AVX2 kernels on a CPU with AVX-512 (an
-// OpenBLAS that did not recognise the CPU, or a forced core type: docs/benchmarks.md, session 15).
+// OpenBLAS that did not recognise the CPU, or a forced core type: docs/benchmarks.md, session 15), where
+// the weight gradients go to the packed kernel if it runs AVX-512.
 TEST(BlasKernels, TheBackendNamesTheKernelsAndFlagsUnusedAvx512) {
   const std::string core = openblas_get_corename();
   const std::string name = make_cpu_backend(1)->device_name();
   EXPECT_EQ(name.rfind("cpu (OpenBLAS " + core + " kernels", 0), 0u) << name;
-  EXPECT_EQ(name, "cpu (" + blas_kernels() + ")");
+  const WeightGradients by_default = weight_gradients();
+  EXPECT_EQ(by_default == WeightGradients::packed, blas_kernels_leave_avx512_unused() &&
+                                                       std::string(packed_gemm_variant_name(packed_gemm_variants() - 1)) == "AVX-512");
+  EXPECT_EQ(name, "cpu (" + blas_kernels() +
+                      (by_default == WeightGradients::packed ? "; weight gradients on rnn_dist's packed kernel" : "") + ")");
   const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
                       __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
                       __builtin_cpu_supports("avx512vl");

@@ -300,7 +300,11 @@ class CpuBackend final : public Backend {
   }
 
   Device device() const override { return Device{DeviceType::cpu, 0}; }
-  std::string device_name() const override { return "cpu (" + blas_kernels_ + ")"; }
+  std::string device_name() const override {
+    return "cpu (" + blas_kernels_ +
+           (cpu::weight_gradients() == cpu::WeightGradients::packed ? "; weight gradients on rnn_dist's packed kernel" : "") +
+           ")";
+  }
 
   void* allocate(size_t bytes) override {
     // 64-byte alignment for vector loads; sizes rounded up as aligned_alloc requires.
