@@ -5,11 +5,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <thread>
 #include <vector>
 
 #include "rnn_dist/cpu/cpu_kernels.h"
 #include "rnn_dist/cpu/packed_gemm.h"
+#include "rnn_dist/cpu/team.h"
 #include "rnn_dist/util/error.h"
 
 extern "C" void openblas_set_num_threads(int);
@@ -21,8 +21,8 @@ inline double seconds(std::chrono::steady_clock::time_point a, std::chrono::stea
 }
 
 // The faster of two square products (n x n, A·Bᵀ) on `threads` threads: OpenBLAS's own (multi-threaded)
-// sgemm, and rnn_dist's packed kernel (cpu/packed_gemm.h, B packed once, the rows shared between the
-// threads). This rank's share of the ceiling. The packed kernel is the faster only where OpenBLAS runs
+// sgemm, and rnn_dist's packed kernel (cpu/packed_gemm.h, B packed once, the rows shared by a thread
+// team). This rank's share of the ceiling. The packed kernel is the faster only where OpenBLAS runs
 // kernels narrower than the CPU's (AVX2 on an AVX-512 CPU: 200 against 105 GFLOP/s on one core of the
 // Zen 5 of docs/benchmarks.md's session 15, where OpenBLAS's AVX-512 kernels give 209), and rnn_dist's own
 // products run at that rate there. Each the best of five 0.4 s windows, interleaved, since the machine's
@@ -34,14 +34,12 @@ inline double sgemm_gflops(int n, int threads) {
   std::vector<float> packed(cpu::packed_elems(n, n));
   cpu::pack_b(b.data(), 1, n, n, n, packed.data());
   auto openblas = [&] { cpu::gemm<float>(false, true, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n); };
+  cpu::Team team(threads);
   auto own = [&] {
-    std::vector<std::thread> team;
-    for (int t = 0; t < threads; ++t)
-      team.emplace_back([&, t] {
-        const int r0 = int(int64_t(n) * t / threads), r1 = int(int64_t(n) * (t + 1) / threads);
-        cpu::packed_gemm(r1 - r0, n, n, a.data() + int64_t(r0) * n, n, packed.data(), false, d.data() + int64_t(r0) * n, n);
-      });
-    for (std::thread& member : team) member.join();
+    team.run([&](int t) {
+      const int r0 = int(int64_t(n) * t / threads), r1 = int(int64_t(n) * (t + 1) / threads);
+      cpu::packed_gemm(r1 - r0, n, n, a.data() + int64_t(r0) * n, n, packed.data(), false, d.data() + int64_t(r0) * n, n);
+    });
   };
   auto rate = [&](auto&& product) {
     int reps = 0;

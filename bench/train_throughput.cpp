@@ -59,10 +59,9 @@ using bench::sgemm_gflops;
 
 // The exit status of a run whose sgemm ceiling was disturbed: its ratio is not a result (nothing recorded).
 constexpr int kExitInvalid = 3;
-// Training may beat OpenBLAS's sgemm: the LSTM's products run on rnn_dist's packed kernel, up to ~1.15
-// times OpenBLAS's rate on some hosts (docs/benchmarks.md, issue 29), and the ceiling is the faster of the
-// two (sgemm_ceiling.h). Beyond this many times the ceiling,
-// a window was disturbed (an earlier version reported 1.52 for one).
+// Training may beat the ceiling a little: the LSTM's small products on rnn_dist's packed kernel reached
+// ~1.15 times OpenBLAS's large sgemm on some hosts (docs/benchmarks.md, issue 29). Beyond this many times
+// the ceiling, a window was disturbed (an earlier version reported 1.52 for one).
 constexpr double kBeyondCeiling = 1.25;
 
 double rss_mib() {
@@ -198,7 +197,7 @@ int main(int argc, char** argv) try {
   BatchingConfig bc;
   bc.batch_size = global_batch / world;
 
-  // The ceiling first: every rank runs OpenBLAS's sgemm with its own threads at the same time, so that all
+  // The ceiling first: every rank runs the ceiling's products with its own threads at the same time, so that all
   // the cores the run uses are busy (an idle rank would spin in MPI and disturb a lone measurement), and
   // the rates are summed.
   double peak = 0;

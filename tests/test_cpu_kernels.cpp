@@ -1100,7 +1100,7 @@ TEST(CpuPool, MaxPoolingByHand) {
   EXPECT_EQ(dy, want);
 }
 
-// The backend's name says which OpenBLAS kernels run, and flags AVX2 kernels on a CPU with AVX-512 (an
+// The backend's name says which OpenBLAS kernels run, and flags kernels narrower than the CPU's AVX-512 (an
 // OpenBLAS that did not recognise the CPU, or a forced core type: docs/benchmarks.md, session 15), where
 // the weight gradients go to the packed kernel if it runs AVX-512.
 TEST(BlasKernels, TheBackendNamesTheKernelsAndFlagsUnusedAvx512) {
@@ -1108,15 +1108,16 @@ TEST(BlasKernels, TheBackendNamesTheKernelsAndFlagsUnusedAvx512) {
   const std::string name = make_cpu_backend(1)->device_name();
   EXPECT_EQ(name.rfind("cpu (OpenBLAS " + core + " kernels", 0), 0u) << name;
   const WeightGradients by_default = weight_gradients();
-  EXPECT_EQ(by_default == WeightGradients::packed, blas_kernels_leave_avx512_unused() &&
-                                                       std::string(packed_gemm_variant_name(packed_gemm_variants() - 1)) == "AVX-512");
+  EXPECT_EQ(by_default == WeightGradients::packed, blas_kernels_leave_avx512_unused() && packed_gemm_runs_avx512());
+  EXPECT_EQ(name.find("OPENBLAS_CORETYPE=SkylakeX") != std::string::npos, blas_kernels_leave_avx512_unused()) << name;
   EXPECT_EQ(name, "cpu (" + blas_kernels() +
                       (by_default == WeightGradients::packed ? "; weight gradients on rnn_dist's packed kernel" : "") + ")");
-  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
-                      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-                      __builtin_cpu_supports("avx512vl");
-  EXPECT_EQ(name.find("OPENBLAS_CORETYPE=SkylakeX") != std::string::npos, avx512 && (core == "Haswell" || core == "Zen"))
-      << name;
+  // The rule on OpenBLAS's names, as DYNAMIC_ARCH builds give them and in a one-CPU build's capitals.
+  for (const auto& [c, avx512, want] : {std::tuple{"Haswell", true, true}, {"HASWELL", true, true}, {"Zen", true, true},
+                                        {"Sandybridge", true, true}, {"SkylakeX", true, false}, {"SKYLAKEX", true, false},
+                                        {"Cooperlake", true, false}, {"SapphireRapids", true, false},
+                                        {"Haswell", false, false}})
+    EXPECT_EQ(leaves_avx512_unused(c, avx512), want) << c << (avx512 ? " on an AVX-512 CPU" : " on a CPU without AVX-512");
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "rnn_dist/backends/make_backend.h"
+#include "rnn_dist/cpu/cpu_kernels.h"
 #include "rnn_dist/nn/backend.h"
 #include "rnn_dist/util/error.h"
 
@@ -705,14 +706,22 @@ TEST(Model, BidirectionalThreadsAgree) {
     o.eval = m.evaluate(batch);
     return o;
   };
+  // 1 thread with the weight gradients on BLAS, against 2 and 3 threads with them both ways (the packed
+  // weight gradients through the side-by-side lanes too).
+  const cpu::WeightGradients by_default = cpu::weight_gradients();
+  cpu::set_weight_gradients(cpu::WeightGradients::blas);
   const Out one = run(1);
-  for (int threads : {2, 3}) {
-    const Out t = run(threads);
-    const std::string k = std::to_string(threads) + " threads";
-    EXPECT_NEAR(t.loss, one.loss, 1e-6 * one.loss) << k;
-    EXPECT_NEAR(t.eval, one.eval, 1e-6 * one.eval) << k;
-    expect_close(t.grads, one.grads, "gradients with " + k);
-  }
+  for (cpu::WeightGradients how : {cpu::WeightGradients::blas, cpu::WeightGradients::packed})
+    for (int threads : {2, 3}) {
+      cpu::set_weight_gradients(how);
+      const Out t = run(threads);
+      const std::string k =
+          std::to_string(threads) + " threads, weight gradients " + (how == cpu::WeightGradients::packed ? "packed" : "BLAS");
+      EXPECT_NEAR(t.loss, one.loss, 1e-6 * one.loss) << k;
+      EXPECT_NEAR(t.eval, one.eval, 1e-6 * one.eval) << k;
+      expect_close(t.grads, one.grads, "gradients with " + k);
+    }
+  cpu::set_weight_gradients(by_default);
 }
 
 TEST(Model, ClassifierAndTaggerGradientsMatchFiniteDifferences) {

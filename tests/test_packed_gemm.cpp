@@ -67,7 +67,7 @@ TEST(PackedGemm, EveryVariantMatchesADoubleLoopOnEveryTail) {
 
 // C += A^T B (A: k x m, B: k x n), on K blocks and 32-column tiles of A: every variant, shapes with a
 // partial K block, a partial tile and a partial panel, leading dimensions wider than the matrices; the
-// blocks as tall as the scratch allows (256 at most, none below 16).
+// blocks as tall as the scratch allows (256 at most).
 TEST(PackedGemm, TransposedProductMatchesADoubleLoop) {
   std::mt19937 rng(30);
   const int shapes[][3] = {{1, 1, 1}, {32, 16, 256}, {70, 37, 600}, {5, 64, 257}, {100, 3, 40}};
@@ -97,7 +97,8 @@ TEST(PackedGemm, TransposedProductMatchesADoubleLoop) {
       EXPECT_TRUE(outside_untouched) << packed_gemm_variant_name(v) << " m=" << m << " n=" << n << " k=" << k;
     }
   EXPECT_EQ(packed_gemm_tn_rows(64, size_t{1} << 20), 256);
-  EXPECT_EQ(packed_gemm_tn_rows(64, 16 * (32 + 64) - 1), 0);
+  EXPECT_EQ(packed_gemm_tn_rows(64, packed_gemm_tn_scratch_elems(64)), 256);
+  EXPECT_EQ(packed_gemm_tn_rows(64, 32 + 64 - 1), 0);
 }
 
 TEST(PackedGemm, PackingZeroesThePartialPanel) {

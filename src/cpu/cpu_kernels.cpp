@@ -427,10 +427,13 @@ constexpr int64_t kProjColumns = 16;
 
 // Elements of each member's part of the packed recurrent weights: units [j0, j1) of every gate block of
 // W_hh for the forward pass (4 blocks of packed_elems(R, j1 - j0)), or the columns of W_hh that give the
-// member's part of dh_{t-1} for the backward pass (K = 4H); the largest of any member's.
-size_t recurrent_packed_stride(int hidden, int proj, int members) {
+// member's part of dh_{t-1} for the backward pass (K = 4H); the largest of any member's. At least
+// packed_gemm_tn's scratch for whole K blocks of the layer's weight gradients (N = input, R or H), which
+// use the part after the backward time loop: so that how they are multiplied depends on
+// weight_gradients() alone, not on the thread count.
+size_t recurrent_packed_stride(int input, int hidden, int proj, int members) {
   const int R = proj > 0 ? proj : hidden;
-  size_t stride = 0;
+  size_t stride = packed_gemm_tn_scratch_elems(std::max({input, R, hidden}));
   for (int m = 0; m < members; ++m) {
     const auto [j0, j1] = share(hidden, members, m, kLanes);
     const auto [p0, p1] = share(R, members, m, kProjColumns);
@@ -441,15 +444,15 @@ size_t recurrent_packed_stride(int hidden, int proj, int members) {
 }
 
 // Member m's part of the packed recurrent weights (float only; null without them).
-float* member_packed(float* packed, int H, int P, int members, int m) {
+float* member_packed(float* packed, int I, int H, int P, int members, int m) {
   if (packed == nullptr) return nullptr;
-  return packed + static_cast<int64_t>(m) * static_cast<int64_t>(recurrent_packed_stride(H, P, members));
+  return packed + static_cast<int64_t>(m) * static_cast<int64_t>(recurrent_packed_stride(I, H, P, members));
 }
 
 // The team's packed input weights, after every member's recurrent part (null without packed weights).
-float* input_packed(float* packed, int H, int P, int members) {
+float* input_packed(float* packed, int I, int H, int P, int members) {
   if (packed == nullptr) return nullptr;
-  return packed + static_cast<int64_t>(members) * static_cast<int64_t>(recurrent_packed_stride(H, P, members));
+  return packed + static_cast<int64_t>(members) * static_cast<int64_t>(recurrent_packed_stride(I, H, P, members));
 }
 
 // Packs units [j0, j1) of each gate block of w_hh (4H x R) as the transposes the forward products need.
@@ -474,13 +477,13 @@ void recurrent_gates(int m, int H, int j0, int j1, int R, const T* h, const T* w
 }
 
 // dw (m x n, ldw) += a^T b (a: rows x m, lda; b: rows x n, ldb), a weight gradient: on the packed kernel
-// where weight_gradients() says so and the scratch (the member's part of the packed recurrent weights,
-// free once the time loop is done) holds a K block of packed_gemm_tn's, else BLAS.
+// where weight_gradients() says so, in the scratch of the member's part of the packed recurrent weights
+// (free once the time loop is done; recurrent_packed_stride reserves whole K blocks), else BLAS.
 template <class T>
 void weight_gradient(int m, int n, int rows, const T* a, int lda, const T* b, int ldb, T* dw, int ldw, float* scratch,
                      size_t scratch_elems) {
   if constexpr (std::is_same_v<T, float>) {
-    if (scratch != nullptr && weight_gradients() == WeightGradients::packed && packed_gemm_tn_rows(n, scratch_elems) > 0)
+    if (scratch != nullptr && weight_gradients() == WeightGradients::packed)
       return packed_gemm_tn(m, n, rows, a, lda, b, ldb, dw, ldw, scratch, scratch_elems);
   }
   gemm<T>(true, false, m, n, rows, T(1), a, lda, b, ldb, T(1), dw, ldw);
@@ -492,24 +495,20 @@ void recurrent_dh(int m, int c0, int c1, int G, const T* dg, const T* w_hh, int 
   weights_product<T>(m, c1 - c0, G, dg, G, false, w_hh + c0, R, packed, dh + c0, R);
 }
 
-}  // namespace
-
-namespace {
 std::atomic<WeightGradients>& weight_gradients_choice() {
-  static std::atomic<WeightGradients> how{
-      blas_kernels_leave_avx512_unused() &&
-              std::string(packed_gemm_variant_name(packed_gemm_variants() - 1)) == "AVX-512"
-          ? WeightGradients::packed
-          : WeightGradients::blas};
+  static std::atomic<WeightGradients> how{blas_kernels_leave_avx512_unused() && packed_gemm_runs_avx512()
+                                              ? WeightGradients::packed
+                                              : WeightGradients::blas};
   return how;
 }
+
 }  // namespace
 
 WeightGradients weight_gradients() { return weight_gradients_choice().load(std::memory_order_relaxed); }
 void set_weight_gradients(WeightGradients how) { weight_gradients_choice().store(how, std::memory_order_relaxed); }
 
 size_t lstm_packed_elems(int input, int hidden, int proj, int members) {
-  return recurrent_packed_stride(hidden, proj, members) * static_cast<size_t>(members) +
+  return recurrent_packed_stride(input, hidden, proj, members) * static_cast<size_t>(members) +
          std::max(packed_elems(input, 4 * hidden), packed_elems(4 * hidden, input));
 }
 
@@ -558,8 +557,8 @@ void lstm_proj_backward(const Packing& packing, const LstmLayerParams<T>& p, con
   parallel(team, [&](int m, int members) {
     const auto [j0, j1] = int_share(H, members, m, kLanes);
     const auto [p0, p1] = int_share(P, members, m, kProjColumns);
-    float* mine = member_packed(packed, H, P, members, m);
-    float* in_w = dx != nullptr ? input_packed(packed, H, P, members) : nullptr;
+    float* mine = member_packed(packed, I, H, P, members, m);
+    float* in_w = dx != nullptr ? input_packed(packed, I, H, P, members) : nullptr;
     if constexpr (std::is_same_v<T, float>) {
       if (mine != nullptr) pack_b(p.w_hh + p0, P, 1, G, p1 - p0, mine);
       if (in_w != nullptr) pack_input_weights(p.w_ih, G, I, false, in_w, m, members);  // the barrier below completes it
@@ -587,7 +586,7 @@ void lstm_proj_backward(const Packing& packing, const LstmLayerParams<T>& p, con
       if (dc0 != nullptr) std::copy(dc + int64_t{b} * H + j0, dc + int64_t{b} * H + j1, dc0 + int64_t{b} * H + j0);
     }
     const auto [g0, g1] = int_share(G, members, m);
-    const size_t scratch = recurrent_packed_stride(H, P, members);
+    const size_t scratch = recurrent_packed_stride(I, H, P, members);
     weight_gradient<T>(g1 - g0, I, rows, dgates + g0, G, x, I, grads.w_ih + int64_t{g0} * I, I, mine, scratch);
     weight_gradient<T>(g1 - g0, P, rows, dgates + g0, G, cache.h_prev, P, grads.w_hh + int64_t{g0} * P, P, mine,
                        scratch);
@@ -614,8 +613,8 @@ void lstm_layer_forward(const Packing& packing, const LstmLayerParams<T>& p, con
   parallel(team, [&](int m, int members) {
     const auto [j0, j1] = int_share(H, members, m, kLanes);
     const auto [q0, q1] = proj ? int_share(R, members, m, kProjColumns) : std::pair{j0, j1};
-    float* mine = member_packed(packed, H, p.proj, members, m);
-    float* in_w = input_packed(packed, H, p.proj, members);
+    float* mine = member_packed(packed, I, H, p.proj, members, m);
+    float* in_w = input_packed(packed, I, H, p.proj, members);
     if constexpr (std::is_same_v<T, float>) {
       if (mine != nullptr) {
         pack_gate_blocks(p.w_hh, H, R, j0, j1, mine);
@@ -664,8 +663,8 @@ void lstm_layer_inference(const Packing& packing, const LstmLayerParams<T>& p, c
   T* cell = gates + chunk * G;  // B x H: each sequence's c, updated in place; a finished one keeps its last
   parallel(team, [&](int m, int members) {
     const auto [j0, j1] = int_share(H, members, m, kLanes);
-    float* mine = member_packed(packed, H, 0, members, m);
-    float* in_w = input_packed(packed, H, 0, members);
+    float* mine = member_packed(packed, I, H, 0, members, m);
+    float* in_w = input_packed(packed, I, H, 0, members);
     if constexpr (std::is_same_v<T, float>) {
       if (mine != nullptr) {
         pack_gate_blocks(p.w_hh, H, H, j0, j1, mine);
@@ -725,8 +724,8 @@ void lstm_layer_backward(const Packing& packing, const LstmLayerParams<T>& p, co
   T* dc = dh + state;
   parallel(team, [&](int m, int members) {
     const auto [j0, j1] = int_share(H, members, m, kLanes);
-    float* mine = member_packed(packed, H, 0, members, m);
-    float* in_w = dx != nullptr ? input_packed(packed, H, 0, members) : nullptr;
+    float* mine = member_packed(packed, I, H, 0, members, m);
+    float* in_w = dx != nullptr ? input_packed(packed, I, H, 0, members) : nullptr;
     if constexpr (std::is_same_v<T, float>) {
       if (mine != nullptr) pack_b(p.w_hh + j0, H, 1, G, j1 - j0, mine);
       if (in_w != nullptr) pack_input_weights(p.w_ih, G, I, false, in_w, m, members);  // read after the loop's barriers
@@ -761,7 +760,7 @@ void lstm_layer_backward(const Packing& packing, const LstmLayerParams<T>& p, co
     }
     // The loop's last barrier completed dG: weight gradients by output rows, dx by input rows.
     const auto [g0, g1] = int_share(G, members, m);
-    const size_t scratch = recurrent_packed_stride(H, 0, members);
+    const size_t scratch = recurrent_packed_stride(I, H, 0, members);
     weight_gradient<T>(g1 - g0, I, rows, dgates + g0, G, x, I, grads.w_ih + int64_t{g0} * I, I, mine, scratch);
     weight_gradient<T>(g1 - g0, H, rows, dgates + g0, G, cache.h_prev, H, grads.w_hh + int64_t{g0} * H, H, mine,
                        scratch);

@@ -11,6 +11,7 @@ namespace rnn_dist::cpu {
 namespace {
 
 constexpr int kPanel = 16;  // columns per panel: one AVX-512 register of floats
+constexpr int kTnRows = 256, kTnCols = 32;  // packed_gemm_tn: the tallest K block; the columns of A transposed at once
 
 #if defined(__clang__)
 #pragma clang diagnostic ignored "-Wpsabi"
@@ -207,16 +208,14 @@ void packed_gemm(int m, int n, int k, const float* a, int lda, const float* pack
   kVariants[variant].fn(m, n, k, a, lda, packed, accumulate, c, ldc);
 }
 
-namespace {
-constexpr int kTnRows = 256, kTnCols = 32;  // the tallest K block; the columns of A transposed at once
-}  // namespace
+// A K block of r rows takes r x kTnCols floats of A transposed and packed_elems(r, n) of B packed.
+size_t packed_gemm_tn_scratch_elems(int n) { return size_t{kTnRows} * (kTnCols + packed_elems(1, n)); }
 
 int packed_gemm_tn_rows(int n, size_t elems) {
-  // A K block of r rows takes r x kTnCols floats of A transposed and packed_elems(r, n) of B packed.
-  const size_t per_row = kTnCols + packed_elems(1, n);
-  const int rows = static_cast<int>(std::min<size_t>(kTnRows, elems / per_row));
-  return rows >= 16 ? rows : 0;
+  return static_cast<int>(std::min<size_t>(kTnRows, elems / (kTnCols + packed_elems(1, n))));
 }
+
+bool packed_gemm_runs_avx512() { return std::strcmp(kVariants[packed_gemm_variants() - 1].name, "AVX-512") == 0; }
 
 void packed_gemm_tn(int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c, int ldc,
                     float* scratch, size_t elems, int variant) {

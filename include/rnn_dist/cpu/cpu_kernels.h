@@ -80,15 +80,18 @@ size_t lstm_inference_workspace_elems(int64_t rows, int batch, int hidden, int p
 // Elements of the weights packed for the products (cpu/packed_gemm.h) of the float kernels below, which
 // take them as `packed` (a scratch buffer they fill on every call: null = BLAS, and null for double): each
 // member's part of the recurrent weights for the time loop, for a team of `members`, then the input
-// weights (of a layer of `input` inputs, or fewer) for the input projection and dx. One buffer serves
-// every layer of a stack one after another.
+// weights (of a layer of `input` inputs, or fewer) for the input projection and dx. After the backward
+// time loop each member's part is the scratch of its weight gradients on the packed kernel, and holds at
+// least their whole K blocks. One buffer serves every layer of a stack one after another.
 size_t lstm_packed_elems(int input, int hidden, int proj, int members);
 
 // How the float layers multiply their weight gradients (dW = dG^T x, K = the batch's rows), given packed
 // weights: OpenBLAS's sgemm, or the packed kernel (packed_gemm_tn: 1.3-1.9x OpenBLAS's AVX2 kernels on an
-// AVX-512 CPU, 0.8-0.94x its AVX-512 ones; docs/benchmarks.md, session 15). The default, fixed for the
-// process so that a resumed run multiplies as the first did: packed where OpenBLAS runs AVX2 kernels and
-// the packed kernel AVX-512 ones (blas_kernels_leave_avx512_unused()), else BLAS. Tests set each.
+// AVX-512 CPU, 0.8-0.94x its AVX-512 ones; docs/benchmarks.md, session 15). The default comes from the
+// host and the environment alone, never from timing, so that a resumed run on the same host multiplies
+// as the first did: packed where OpenBLAS's kernels are narrower than the CPU's AVX-512
+// (blas_kernels_leave_avx512_unused()) and the packed kernel runs AVX-512, else BLAS. Tests and
+// onednn_lstm set each.
 enum class WeightGradients { blas, packed };
 WeightGradients weight_gradients();
 void set_weight_gradients(WeightGradients how);

@@ -35,16 +35,18 @@ void packed_gemm(int m, int n, int k, const float* a, int lda, const float* pack
                  int ldc, int variant = -1);
 // C (m x n, ldc) += A^T B, A (k x m, lda) and B (k x n, ldb) row-major: the weight gradients of a layer
 // (dW = dG^T x, K = its rows), on the packed kernel. K goes in blocks of up to 256 rows: each block of B
-// is packed, and A's block is transposed 32 columns at a time, so that the kernel's operands stay in L1
-// and L2 (larger tiles were slower: the transposing writes miss). The blocks are as tall as `scratch`
-// (`elems` floats) allows; packed_gemm_tn_rows says how tall, 0 when fewer than 16 rows fit (the product
-// is then not done here). 1.3-1.9x OpenBLAS's AVX2 kernels on an AVX-512 CPU, 0.8-0.94x its AVX-512 ones
-// (docs/benchmarks.md, session 15).
+// is packed, and A's block is transposed 32 columns at a time (tiles of 64-256 columns were slower: the
+// transposing writes miss). The blocks are as tall as `scratch` (`elems` floats) allows:
+// packed_gemm_tn_rows of them, 256 from packed_gemm_tn_scratch_elems(n) on. 1.3-1.9x OpenBLAS's AVX2
+// kernels on an AVX-512 CPU, 0.8-0.94x its AVX-512 ones (docs/benchmarks.md, session 15).
+size_t packed_gemm_tn_scratch_elems(int n);
 int packed_gemm_tn_rows(int n, size_t elems);
 void packed_gemm_tn(int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c, int ldc,
                     float* scratch, size_t elems, int variant = -1);
 // How many variants this CPU runs (1 to 3: baseline, AVX2, AVX-512), and each one's name.
 int packed_gemm_variants();
 const char* packed_gemm_variant_name(int variant);
+// Whether the best of them is the AVX-512 one.
+bool packed_gemm_runs_avx512();
 
 }  // namespace rnn_dist::cpu
