@@ -10,7 +10,7 @@
 // within 1e-4 relative (max |a - b| / max |b| per tensor), or the comparison is void (exit 1). The
 // reverse direction of a padded batch would start in the padding, so bidirectional models are checked
 // on the buckets only, and only timed padded. Where rnn_dist multiplies its weight gradients on its packed
-// kernel (OpenBLAS running AVX2 kernels on an AVX-512 CPU), it is timed with them on OpenBLAS too.
+// kernel (OpenBLAS's kernels narrower than the CPU's AVX-512), it is timed with them on OpenBLAS too.
 //   onednn_lstm FILE.h5 S|L|B [--steps N (8)] [--threads T (1)]
 // S: E=64, H=256, 2 layers, 32 sequences (lm file); L: E=256, H=1024, 2 layers, 64 sequences (lm file);
 // B: S's shape bidirectional, 32 sequences (classify file: the classifier's shape). As train_throughput.

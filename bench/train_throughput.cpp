@@ -197,9 +197,9 @@ int main(int argc, char** argv) try {
   BatchingConfig bc;
   bc.batch_size = global_batch / world;
 
-  // The ceiling first: every rank runs the ceiling's products with its own threads at the same time, so that all
-  // the cores the run uses are busy (an idle rank would spin in MPI and disturb a lone measurement), and
-  // the rates are summed.
+  // The ceiling first: every rank runs the ceiling's products with its own threads at the same time, so
+  // that all the cores the run uses are busy (an idle rank would spin in MPI and disturb a lone
+  // measurement), and the rates are summed.
   double peak = 0;
   if (!gpu) {
     topo.world->barrier();
@@ -379,8 +379,8 @@ int main(int argc, char** argv) try {
               << "  train tokens/s   " << tps << "\n"
               << "  achieved         " << gflops << " GFLOP/s\n";
     if (!gpu)
-      std::cout << "  sgemm (n=1024)   " << peak << " GFLOP/s (the faster of OpenBLAS and the packed kernel, " << world << " x " << o.threads
-                << " threads, best of 5 windows before and 5 after the run)\n"
+      std::cout << "  sgemm (n=1024)   " << peak << " GFLOP/s (the faster of OpenBLAS and the packed kernel, " << world
+                << " x " << o.threads << " threads, best of 5 windows before and 5 after the run)\n"
                 << "  ratio            " << std::setprecision(3) << gflops / peak << "\n";
     if (!invalid.empty()) std::cout << "  INVALID          " << invalid << ": not a measurement, run it again\n";
     if (gpu)

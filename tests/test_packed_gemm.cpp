@@ -23,6 +23,29 @@ std::vector<float> random_floats(size_t n, std::mt19937& rng) {
   return v;
 }
 
+// How c (m rows of ldc) agrees with c0 (added where accumulate) plus product(i, j) in double, relative
+// to 1 + |want|; and whether the columns past n kept c0's values.
+struct Agreement {
+  double worst = 0;
+  bool outside_untouched = true;
+};
+template <class Product>
+Agreement agreement(const std::vector<float>& c, const std::vector<float>& c0, int m, int n, int ldc, bool accumulate,
+                    Product&& product) {
+  Agreement r;
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < ldc; ++j) {
+      const size_t e = size_t(i) * ldc + j;
+      if (j >= n) {
+        r.outside_untouched &= c[e] == c0[e];
+        continue;
+      }
+      const double want = (accumulate ? c0[e] : 0.0) + product(i, j);
+      r.worst = std::max(r.worst, std::abs(c[e] - want) / (1 + std::abs(want)));
+    }
+  return r;
+}
+
 TEST(PackedGemm, EveryVariantMatchesADoubleLoopOnEveryTail) {
   std::mt19937 rng(29);
   std::printf("variants on this CPU:");
@@ -45,19 +68,12 @@ TEST(PackedGemm, EveryVariantMatchesADoubleLoopOnEveryTail) {
           else
             pack_b(w.data(), ldw, 1, k, n, packed.data());
           packed_gemm(m, n, k, a.data(), lda, packed.data(), accumulate, c.data(), ldc, v);
-          double worst = 0;
-          bool outside_untouched = true;
-          for (int i = 0; i < m; ++i)
-            for (int j = 0; j < ldc; ++j) {
-              if (j >= n) {
-                outside_untouched &= c[size_t(i) * ldc + j] == c0[size_t(i) * ldc + j];
-                continue;
-              }
-              double want = accumulate ? c0[size_t(i) * ldc + j] : 0.0;
-              for (int q = 0; q < k; ++q)
-                want += double(a[size_t(i) * lda + q]) * (transposed ? w[size_t(j) * ldw + q] : w[size_t(q) * ldw + j]);
-              worst = std::max(worst, std::abs(c[size_t(i) * ldc + j] - want) / (1 + std::abs(want)));
-            }
+          const auto [worst, outside_untouched] = agreement(c, c0, m, n, ldc, accumulate, [&](int i, int j) {
+            double sum = 0;
+            for (int q = 0; q < k; ++q)
+              sum += double(a[size_t(i) * lda + q]) * (transposed ? w[size_t(j) * ldw + q] : w[size_t(q) * ldw + j]);
+            return sum;
+          });
           EXPECT_LT(worst, 2e-6 * std::sqrt(double(k))) << packed_gemm_variant_name(v) << " m=" << m << " n=" << n
                                                          << " k=" << k << " transposed=" << transposed
                                                          << " accumulate=" << accumulate;
@@ -80,18 +96,11 @@ TEST(PackedGemm, TransposedProductMatchesADoubleLoop) {
       std::vector<float> c = c0, scratch(40 * (32 + packed_elems(1, n)), 7.0f);
       ASSERT_EQ(packed_gemm_tn_rows(n, scratch.size()), 40);
       packed_gemm_tn(m, n, k, a.data(), lda, b.data(), ldb, c.data(), ldc, scratch.data(), scratch.size(), v);
-      double worst = 0;
-      bool outside_untouched = true;
-      for (int i = 0; i < m; ++i)
-        for (int j = 0; j < ldc; ++j) {
-          if (j >= n) {
-            outside_untouched &= c[size_t(i) * ldc + j] == c0[size_t(i) * ldc + j];
-            continue;
-          }
-          double want = c0[size_t(i) * ldc + j];
-          for (int q = 0; q < k; ++q) want += double(a[size_t(q) * lda + i]) * b[size_t(q) * ldb + j];
-          worst = std::max(worst, std::abs(c[size_t(i) * ldc + j] - want) / (1 + std::abs(want)));
-        }
+      const auto [worst, outside_untouched] = agreement(c, c0, m, n, ldc, true, [&](int i, int j) {
+        double sum = 0;
+        for (int q = 0; q < k; ++q) sum += double(a[size_t(q) * lda + i]) * b[size_t(q) * ldb + j];
+        return sum;
+      });
       EXPECT_LT(worst, 2e-6 * std::sqrt(double(k))) << packed_gemm_variant_name(v) << " m=" << m << " n=" << n
                                                     << " k=" << k;
       EXPECT_TRUE(outside_untouched) << packed_gemm_variant_name(v) << " m=" << m << " n=" << n << " k=" << k;

@@ -301,9 +301,8 @@ class CpuBackend final : public Backend {
 
   Device device() const override { return Device{DeviceType::cpu, 0}; }
   std::string device_name() const override {
-    return "cpu (" + blas_kernels_ +
-           (cpu::weight_gradients() == cpu::WeightGradients::packed ? "; weight gradients on rnn_dist's packed kernel" : "") +
-           ")";
+    const bool packed = cpu::weight_gradients() == cpu::WeightGradients::packed;
+    return "cpu (" + blas_kernels_ + (packed ? "; weight gradients on rnn_dist's packed kernel" : "") + ")";
   }
 
   void* allocate(size_t bytes) override {
