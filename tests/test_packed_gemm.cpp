@@ -1,6 +1,6 @@
 // Tests of the packed small-M product (packed_gemm.h): every variant this CPU runs against a double-precision
-// loop, over shapes that leave every tail (rows past the register block, a partial last panel, an odd panel
-// after the panel pairs, k = 1), in both packings, accumulating and not, with leading dimensions wider than
+// loop, over shapes that leave every tail (rows past the register block, a partial last panel, panels left
+// after the register block's, a partial last K block, k = 1), in both packings, accumulating and not, with leading dimensions wider than
 // the matrices (whose extra columns must stay untouched); the weight-gradient product A^T B the same way,
 // over K blocks and column tiles with tails.
 #include "rnn_dist/cpu/packed_gemm.h"
@@ -52,6 +52,7 @@ TEST(PackedGemm, EveryVariantMatchesADoubleLoopOnEveryTail) {
   for (int v = 0; v < packed_gemm_variants(); ++v) std::printf(" %s", packed_gemm_variant_name(v));
   std::printf("\n");
   const int shapes[][3] = {{32, 1024, 256}, {1, 16, 1}, {7, 5, 3}, {13, 48, 17}, {9, 40, 64}, {33, 200, 31}, {8, 32, 8}, {2, 17, 100},
+                           {14, 101, 300}, {6, 128, 129},  // K blocks with a partial last; 6-row and 2-panel tails
                            {450, 40, 20}};  // the last: row blocks of a tall product (two whole and a partial one)
   for (int v = 0; v < packed_gemm_variants(); ++v)
     for (const auto& [m, n, k] : shapes)

@@ -37,17 +37,22 @@ RNN_DIST_INLINE F16 load16(const float* p) {
 RNN_DIST_INLINE void store16(float* p, const F16& v) { std::memcpy(p, &v, sizeof(v)); }
 
 // C's MR rows x NP panels (16 NP columns, all of them inside C) += or = A's MR rows times the NP panels
-// starting at `panels` (consecutive panels are 16 k apart). The accumulators stay in registers across k.
-template <int MR, int NP>
-RNN_DIST_INLINE void tile(int k, const float* a, int lda, const float* panels, bool accumulate, float* c, int ldc) {
+// starting at `panels` (consecutive panels `panel` floats apart), over k. The accumulators stay in
+// registers across k. With kAhead, the loop also touches the block at `ahead` (the same shape) that the
+// product reads next, so that it comes from L2, not L3, when its turn comes.
+template <int MR, int NP, bool kAhead = false>
+RNN_DIST_INLINE void tile(int k, const float* a, int lda, const float* panels, int64_t panel, const float* ahead,
+                          bool accumulate, float* c, int ldc) {
   F16 acc[MR][NP];
   RNN_DIST_UNROLL for (int r = 0; r < MR; ++r)
     RNN_DIST_UNROLL for (int p = 0; p < NP; ++p)
       acc[r][p] = accumulate ? load16(c + int64_t{r} * ldc + kPanel * p) : F16{};
-  const int64_t panel = int64_t{kPanel} * k;
   for (int i = 0; i < k; ++i) {
     F16 b[NP];
-    RNN_DIST_UNROLL for (int p = 0; p < NP; ++p) b[p] = load16(panels + p * panel + int64_t{kPanel} * i);
+    RNN_DIST_UNROLL for (int p = 0; p < NP; ++p) {
+      b[p] = load16(panels + p * panel + int64_t{kPanel} * i);
+      if constexpr (kAhead) __builtin_prefetch(ahead + p * panel + int64_t{kPanel} * i, 0, 2);
+    }
     RNN_DIST_UNROLL for (int r = 0; r < MR; ++r) {
       const float x = a[int64_t{r} * lda + i];
       RNN_DIST_UNROLL for (int p = 0; p < NP; ++p) acc[r][p] += x * b[p];
@@ -57,53 +62,82 @@ RNN_DIST_INLINE void tile(int k, const float* a, int lda, const float* panels, b
     RNN_DIST_UNROLL for (int p = 0; p < NP; ++p) store16(c + int64_t{r} * ldc + kPanel * p, acc[r][p]);
 }
 
-// Rows [0, m) of one column block of NP panels, MR rows at a time, the remainder 4, 2 and 1 at a time.
+// Rows [0, m) of one column block of NP panels, MR rows at a time, the remainder 6 (below 8: 6 and 7 rows
+// were 40% slower as 4 + 2 + 1), 4, 2 and 1 at a time; the first MR rows touch `ahead` where it is not null.
 template <int MR, int NP>
-RNN_DIST_INLINE void column_block(int m, int k, const float* a, int lda, const float* panels, bool accumulate,
-                                  float* c, int ldc) {
+RNN_DIST_INLINE void column_block(int m, int k, const float* a, int lda, const float* panels, int64_t panel,
+                                  const float* ahead, bool accumulate, float* c, int ldc) {
   int r = 0;
-  for (; r + MR <= m; r += MR) tile<MR, NP>(k, a + int64_t{r} * lda, lda, panels, accumulate, c + int64_t{r} * ldc, ldc);
+  if (ahead != nullptr && m >= MR) {
+    tile<MR, NP, true>(k, a, lda, panels, panel, ahead, accumulate, c, ldc);
+    r = MR;
+  }
+  for (; r + MR <= m; r += MR)
+    tile<MR, NP>(k, a + int64_t{r} * lda, lda, panels, panel, nullptr, accumulate, c + int64_t{r} * ldc, ldc);
+  if constexpr (MR > 6)
+    if (r + 6 <= m) {
+      tile<6, NP>(k, a + int64_t{r} * lda, lda, panels, panel, nullptr, accumulate, c + int64_t{r} * ldc, ldc);
+      r += 6;
+    }
   if constexpr (MR > 4)
     if (r + 4 <= m) {
-      tile<4, NP>(k, a + int64_t{r} * lda, lda, panels, accumulate, c + int64_t{r} * ldc, ldc);
+      tile<4, NP>(k, a + int64_t{r} * lda, lda, panels, panel, nullptr, accumulate, c + int64_t{r} * ldc, ldc);
       r += 4;
     }
   if constexpr (MR > 2)
     if (r + 2 <= m) {
-      tile<2, NP>(k, a + int64_t{r} * lda, lda, panels, accumulate, c + int64_t{r} * ldc, ldc);
+      tile<2, NP>(k, a + int64_t{r} * lda, lda, panels, panel, nullptr, accumulate, c + int64_t{r} * ldc, ldc);
       r += 2;
     }
   if constexpr (MR > 1)
-    for (; r < m; ++r) tile<1, NP>(k, a + int64_t{r} * lda, lda, panels, accumulate, c + int64_t{r} * ldc, ldc);
+    for (; r < m; ++r)
+      tile<1, NP>(k, a + int64_t{r} * lda, lda, panels, panel, nullptr, accumulate, c + int64_t{r} * ldc, ldc);
 }
 
 // Rows per block of a tall product: a block's rows of A stay in L2 while every column block passes over
 // them, where each column block would otherwise stream the whole of A from L3 again.
 constexpr int kMc = 192;
+// K per block: a column block's slice of the panels (128 x 48 floats: 24 kB) stays in L1 while every
+// row tile of the block passes over it; the block's partial sums go through C, in the same order as
+// without blocks, so the results are the same to the bit.
+constexpr int kKc = 128;
 
 template <int MR, int NP>
-RNN_DIST_INLINE void product_rows(int m, int n, int k, const float* a, int lda, const float* packed, bool accumulate,
-                                  float* c, int ldc);
+RNN_DIST_INLINE void product_rows(int m, int n, int k, const float* a, int lda, const float* packed, int64_t panel,
+                                  const float* next, bool accumulate, float* c, int ldc);
 
-// Blocks of kMc rows, each over every column (one block for the time loop's products).
+// Blocks of kMc rows by kKc of K, each over every column.
 template <int MR, int NP>
 RNN_DIST_INLINE void product(int m, int n, int k, const float* a, int lda, const float* packed, bool accumulate,
                              float* c, int ldc) {
+  const int64_t panel = int64_t{kPanel} * k;
   for (int m0 = 0; m0 < m; m0 += kMc)
-    product_rows<MR, NP>(std::min(kMc, m - m0), n, k, a + int64_t{m0} * lda, lda, packed, accumulate,
-                         c + int64_t{m0} * ldc, ldc);
+    for (int k0 = 0; k0 < k; k0 += kKc) {
+      const float* next = k0 + kKc < k ? packed + int64_t{kPanel} * (k0 + kKc) : nullptr;
+      product_rows<MR, NP>(std::min(kMc, m - m0), n, std::min(kKc, k - k0), a + int64_t{m0} * lda + k0, lda,
+                           packed + int64_t{kPanel} * k0, panel, next, accumulate || k0 > 0, c + int64_t{m0} * ldc,
+                           ldc);
+    }
 }
 
-// Column blocks of NP panels while they last, then single panels; the last panel, when n does not fill it,
-// goes through a 16-wide copy of its columns of C, MR rows at a time.
+// Rows [0, m) over the k of one K block (the panels' slice at `packed`): column blocks of NP panels while
+// they last (each touching the next, the last `next`: the first of the next K block, or none), then two
+// and single panels; the last panel, when n does not fill it, goes through a 16-wide copy of its columns
+// of C, MR rows at a time.
 template <int MR, int NP>
-RNN_DIST_INLINE void product_rows(int m, int n, int k, const float* a, int lda, const float* packed, bool accumulate,
-                                  float* c, int ldc) {
-  const int64_t panel = int64_t{kPanel} * k;
+RNN_DIST_INLINE void product_rows(int m, int n, int k, const float* a, int lda, const float* packed, int64_t panel,
+                                  const float* next, bool accumulate, float* c, int ldc) {
   int j = 0;
-  for (; j + NP * kPanel <= n; j += NP * kPanel)
-    column_block<MR, NP>(m, k, a, lda, packed + (j / kPanel) * panel, accumulate, c + j, ldc);
-  for (; j + kPanel <= n; j += kPanel) column_block<MR, 1>(m, k, a, lda, packed + (j / kPanel) * panel, accumulate, c + j, ldc);
+  for (; j + NP * kPanel <= n; j += NP * kPanel) {
+    const float* panels = packed + (j / kPanel) * panel;
+    const float* ahead = j + 2 * NP * kPanel <= n ? panels + NP * panel : next;
+    column_block<MR, NP>(m, k, a, lda, panels, panel, ahead, accumulate, c + j, ldc);
+  }
+  if constexpr (NP > 2)
+    for (; j + 2 * kPanel <= n; j += 2 * kPanel)
+      column_block<MR, 2>(m, k, a, lda, packed + (j / kPanel) * panel, panel, nullptr, accumulate, c + j, ldc);
+  for (; j + kPanel <= n; j += kPanel)
+    column_block<MR, 1>(m, k, a, lda, packed + (j / kPanel) * panel, panel, nullptr, accumulate, c + j, ldc);
   if (j == n) return;
   const int w = n - j;
   float part[MR * kPanel];
@@ -114,15 +148,19 @@ RNN_DIST_INLINE void product_rows(int m, int n, int k, const float* a, int lda, 
       if (accumulate) std::memcpy(row, c + int64_t{r0 + r} * ldc + j, sizeof(float) * w);
       std::fill(row + (accumulate ? w : 0), row + kPanel, 0.0f);
     }
-    column_block<MR, 1>(rows, k, a + int64_t{r0} * lda, lda, packed + (j / kPanel) * panel, true, part, kPanel);
+    column_block<MR, 1>(rows, k, a + int64_t{r0} * lda, lda, packed + (j / kPanel) * panel, panel, nullptr, true,
+                        part, kPanel);
     for (int r = 0; r < rows; ++r) std::memcpy(c + int64_t{r0 + r} * ldc + j, part + r * kPanel, sizeof(float) * w);
   }
 }
 
 using Product = void (*)(int, int, int, const float*, int, const float*, bool, float*, int);
 
-// Register blocks per instruction set: AVX-512's 32 registers hold 8 rows x 2 panels of accumulators; AVX2's
-// 16 hold 6 rows x 1 panel (two registers each); the baseline's 16 SSE registers 2 rows x 1 panel (four each).
+// Register blocks per instruction set: AVX-512's 32 registers hold 8 rows x 3 panels of accumulators (three
+// loads of B and eight broadcasts of A per 24 FMAs; 8 x 2 and 6 x 4 were slower, docs/benchmarks.md,
+// session 16);
+// AVX2's 16 hold 6 rows x 1 panel (two registers each); the baseline's 16 SSE registers 2 rows x 1 panel
+// (four each).
 void product_base(int m, int n, int k, const float* a, int lda, const float* packed, bool accumulate, float* c,
                   int ldc) {
   product<2, 1>(m, n, k, a, lda, packed, accumulate, c, ldc);
@@ -135,7 +173,7 @@ void product_base(int m, int n, int k, const float* a, int lda, const float* pac
 }
 [[gnu::target("arch=x86-64-v4")]] void product_avx512(int m, int n, int k, const float* a, int lda,
                                                      const float* packed, bool accumulate, float* c, int ldc) {
-  product<8, 2>(m, n, k, a, lda, packed, accumulate, c, ldc);
+  product<8, 3>(m, n, k, a, lda, packed, accumulate, c, ldc);
 }
 #endif
 
