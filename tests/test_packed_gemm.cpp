@@ -1,7 +1,7 @@
-// Tests of the packed small-M product (packed_gemm.h): every variant this CPU runs against a double-precision
-// loop, over shapes that leave every tail (rows past the register block, a partial last panel, panels left
-// after the register block's, a partial last K block, k = 1), in both packings, accumulating and not, with leading dimensions wider than
-// the matrices (whose extra columns must stay untouched); the weight-gradient product A^T B the same way,
+// Tests of the packed small-M product (packed_gemm.h): every variant this CPU runs against a double-precision loop,
+// over shapes that leave every tail (rows past the register block, a partial last panel, panels left after the
+// register block's, a partial last K block, k = 1), in both packings, accumulating and not, with leading dimensions
+// wider than the matrices (whose extra columns must stay untouched); the weight-gradient product A^T B the same way,
 // over K blocks and column tiles with tails.
 #include "rnn_dist/cpu/packed_gemm.h"
 

@@ -157,10 +157,9 @@ RNN_DIST_INLINE void product_rows(int m, int n, int k, const float* a, int lda, 
 using Product = void (*)(int, int, int, const float*, int, const float*, bool, float*, int);
 
 // Register blocks per instruction set: AVX-512's 32 registers hold 8 rows x 3 panels of accumulators (three
-// loads of B and eight broadcasts of A per 24 FMAs; 8 x 2 and 6 x 4 were slower, docs/benchmarks.md,
-// session 16);
-// AVX2's 16 hold 6 rows x 1 panel (two registers each); the baseline's 16 SSE registers 2 rows x 1 panel
-// (four each).
+// loads of B and eight broadcasts of A per 24 FMAs; 8 x 2, 6 x 4, 12 x 2 and 4 x 4 were slower over the
+// LSTM's shapes, docs/benchmarks.md, session 16); AVX2's 16 hold 6 rows x 1 panel (two registers each);
+// the baseline's 16 SSE registers 2 rows x 1 panel (four each).
 void product_base(int m, int n, int k, const float* a, int lda, const float* packed, bool accumulate, float* c,
                   int ldc) {
   product<2, 1>(m, n, k, a, lda, packed, accumulate, c, ldc);

@@ -1,15 +1,15 @@
 // Float matrix products against a matrix packed once: the recurrent products of the LSTM's time loop, the
 // layer-wide products with its input weights, and (where OpenBLAS is slower) the weight gradients.
 //
-// At every time step the LSTM multiplies the batch's few rows (M = 32) by the same weights. OpenBLAS packs
-// those weights again on every call, and at that size the copy and the call cost as much as the
-// arithmetic (82 GFLOP/s on this host against 160 for a large sgemm, issue 29). Here the weights are packed
-// once per pass into panels of 16 columns, and a register-blocked kernel (8 rows x 3 panels on AVX-512)
-// passes over a K block of three panels kept in L1 for every block of rows: 172 GFLOP/s on the same
-// product (the Zen 5 of session 15; the tile of session 16 is 1.0-1.4x the earlier 8 x 2 on an Ice Lake). The layer-wide products with the input weights
-// (x W_ih^T over every row, and dx = dG W_ih) go through it too, in blocks of rows that stay in L2: faster
-// than OpenBLAS's at those shapes, most of all where the input is narrow (K or N = 64: +24% and +44%). The
-// kernel is compiled for AVX-512, AVX2 and the x86-64 baseline, and the best the CPU runs is taken.
+// At every time step the LSTM multiplies the batch's few rows (M = 32) by the same weights. OpenBLAS packs those
+// weights again on every call, and at that size the copy and the call cost as much as the arithmetic (82 GFLOP/s on
+// this host against 160 for a large sgemm, issue 29). Here the weights are packed once per pass into panels of 16
+// columns, and a register-blocked kernel passes over them for every block of rows: 172 GFLOP/s on the same product
+// with an 8 x 2 tile; the 8 x 3 tile over K blocks kept in L1 is 1.0-1.4x that tile (session 16's Ice Lake,
+// docs/benchmarks.md). The layer-wide products with the input weights (x W_ih^T over every row, and dx = dG W_ih) go
+// through it too, in blocks of rows that stay in L2: faster than OpenBLAS's at those shapes, most of all where the
+// input is narrow (K or N = 64: +24% and +44%). The kernel is compiled for AVX-512, AVX2 and the x86-64 baseline,
+// and the best the CPU runs is taken.
 #pragma once
 
 #include <cstddef>
