@@ -442,43 +442,46 @@ int main(int argc, char** argv) try {
     }
   }
 
-  // Timed: every batch once per implementation, after one untimed pass over all of them.
-  auto time_ours = [&] {
-    const auto t0 = Clock::now();
-    for (const Packing& p : packings) ours_pass(p);
-    return seconds(t0, Clock::now());
-  };
-  auto time_padded = [&] {
-    const auto t0 = Clock::now();
-    for (const Padded& b : padded) theirs.run(b.T, b.N, b.x.data(), b.dy.data());
-    return seconds(t0, Clock::now());
-  };
-  auto time_buckets = [&] {
-    const auto t0 = Clock::now();
-    for (const std::vector<Padded>& bs : bucketed)
-      for (const Padded& b : bs) theirs.run(b.T, b.N, b.x.data(), b.dy.data());
-    return seconds(t0, Clock::now());
-  };
+  // Timed batch by batch: each round runs every implementation on batch 0, then on batch 1, and so on, and
+  // a batch's time is its best over the rounds (after one untimed round). A disturbance of a second or
+  // two then costs one batch of one round, not a whole pass: timed pass by pass, oneDNN's totals moved by
+  // up to 25% between runs of the same code (docs/benchmarks.md, session 16).
   // rnn_dist is also timed with the weight gradients on the other of its two kernels (cpu_kernels.h,
   // weight_gradients()), so that the run shows whether the choice made for this CPU was the faster.
   const cpu::WeightGradients chosen = cpu::weight_gradients();
   const cpu::WeightGradients other =
       chosen == cpu::WeightGradients::packed ? cpu::WeightGradients::blas : cpu::WeightGradients::packed;
-  auto time_ours_other = [&] {
-    cpu::set_weight_gradients(other);
-    const double t = time_ours();
-    cpu::set_weight_gradients(chosen);
+  auto timed = [](auto&& fn) {
+    const auto t0 = Clock::now();
+    fn();
+    return seconds(t0, Clock::now());
+  };
+  const size_t nb = packings.size();
+  std::vector<double> best_ours(nb, 1e30), best_padded(nb, 1e30), best_buckets(nb, 1e30), best_other(nb, 1e30);
+  constexpr int kRounds = 3;
+  for (int round = 0; round <= kRounds; ++round)
+    for (size_t i = 0; i < nb; ++i) {
+      const double ours = timed([&] { ours_pass(packings[i]); });
+      const double pad = timed([&] { theirs.run(padded[i].T, padded[i].N, padded[i].x.data(), padded[i].dy.data()); });
+      const double buckets = timed([&] {
+        for (const Padded& b : bucketed[i]) theirs.run(b.T, b.N, b.x.data(), b.dy.data());
+      });
+      cpu::set_weight_gradients(other);
+      const double oth = timed([&] { ours_pass(packings[i]); });
+      cpu::set_weight_gradients(chosen);
+      if (round == 0) continue;  // the untimed round
+      best_ours[i] = std::min(best_ours[i], ours);
+      best_padded[i] = std::min(best_padded[i], pad);
+      best_buckets[i] = std::min(best_buckets[i], buckets);
+      best_other[i] = std::min(best_other[i], oth);
+    }
+  auto total = [](const std::vector<double>& v) {
+    double t = 0;
+    for (double x : v) t += x;
     return t;
   };
-  time_ours(), time_padded(), time_buckets(), time_ours_other();
-  // The best of two rounds, interleaved, so that a disturbance hits all alike.
-  double t_ours = 1e30, t_padded = 1e30, t_buckets = 1e30, t_other = 1e30;
-  for (int round = 0; round < 2; ++round) {
-    t_ours = std::min(t_ours, time_ours());
-    t_padded = std::min(t_padded, time_padded());
-    t_buckets = std::min(t_buckets, time_buckets());
-    t_other = std::min(t_other, time_ours_other());
-  }
+  const double t_ours = total(best_ours), t_padded = total(best_padded), t_buckets = total(best_buckets),
+               t_other = total(best_other);
   int64_t rows = 0, padded_rows = 0;
   for (const Packing& p : packings) rows += p.rows(), padded_rows += int64_t(p.lengths[0]) * p.batch();
   const double work = 3 * forward_flops(c, rows), padded_work = 3 * forward_flops(c, padded_rows);
