@@ -8,9 +8,10 @@
 // buckets (one call per distinct length of the batch, no padding). Before timing, the results are
 // compared on the first batch: the outputs, the input gradients and every weight gradient must agree
 // within 1e-4 relative (max |a - b| / max |b| per tensor), or the comparison is void (exit 1). The
-// reverse direction of a padded batch would start in the padding, so bidirectional models are checked
-// on the buckets only, and only timed padded. Where rnn_dist multiplies its weight gradients on its packed
-// kernel (OpenBLAS's kernels narrower than the CPU's AVX-512), it is timed with them on OpenBLAS too.
+// reverse direction of a padded batch would start in the padding, so a bidirectional model's padded run
+// is timed but not checked (its buckets are). Timed batch by batch, each batch's best of three rounds;
+// rnn_dist also with its weight gradients on the other of its two kernels, and each implementation's
+// forward and backward parts apart, to show where a difference is.
 //   onednn_lstm FILE.h5 S|L|B [--steps N (8)] [--threads T (1)]
 // S: E=64, H=256, 2 layers, 32 sequences (lm file); L: E=256, H=1024, 2 layers, 64 sequences (lm file);
 // B: S's shape bidirectional, 32 sequences (classify file: the classifier's shape). As train_throughput.
@@ -190,7 +191,9 @@ class OneDnnLstm {
 
   // Forward and backward over x (T x N x E, tnc) with output gradient dy (T x N x D*H): the layers'
   // outputs chained, the gradients back down. The weight gradients are those of this call (zeroed first).
-  void run(int T, int N, const float* x, const float* dy) {
+  // Returns the seconds of the forward pass (the rest is the backward's).
+  double run(int T, int N, const float* x, const float* dy) {
+    const auto t0 = Clock::now();
     Shape& sh = shapes_.at({T, N});
     const size_t L = sh.layers.size();
     std::copy_n(x, size_t(T) * N * user_[0].in, static_cast<float*>(sh.layers[0].src.get_data_handle()));
@@ -201,6 +204,8 @@ class OneDnnLstm {
                          {DNNL_ARG_WEIGHTS_LAYER, y.w_fwd}, {DNNL_ARG_WEIGHTS_ITER, y.wi_fwd},
                          {DNNL_ARG_BIAS, y.bias}, {DNNL_ARG_DST_LAYER, y.dst}, {DNNL_ARG_WORKSPACE, y.ws}});
     }
+    s_.wait();
+    const double forward = seconds(t0, Clock::now());
     const size_t top = size_t(T) * N * (c_.bidirectional ? 2 : 1) * c_.hidden;
     std::copy_n(dy, top, static_cast<float*>(sh.layers[L - 1].ddst.get_data_handle()));
     for (size_t k = L; k-- > 0;) {
@@ -215,6 +220,7 @@ class OneDnnLstm {
                          {DNNL_ARG_DIFF_WEIGHTS_ITER, y.dwi}, {DNNL_ARG_DIFF_BIAS, y.db}, {DNNL_ARG_WORKSPACE, y.ws}});
     }
     s_.wait();
+    return forward;
   }
 
   // After run(): the top layer's output, the input gradient, and a layer's weight gradients in PyTorch's
@@ -350,9 +356,13 @@ int main(int argc, char** argv) try {
   for (const Packing& p : packings) max_rows = std::max(max_rows, p.rows());
   const std::vector<float> x = random_floats(size_t(max_rows) * c.embed, 1, 1.0), dy = random_floats(size_t(max_rows) * D * H, 2, 1e-2);
   std::vector<float> y(size_t(max_rows) * D * H), dx(size_t(max_rows) * c.embed), dw(ours.weights().size());
+  // Returns the seconds of the forward pass, as Onednn::run.
   auto ours_pass = [&](const Packing& p) {
+    const auto t0 = Clock::now();
     ours.lstm().forward(ours.weights().data(), p, x.data(), nullptr, nullptr, y.data(), nullptr, nullptr, true, 0);
+    const double forward = seconds(t0, Clock::now());
     ours.lstm().backward(ours.weights().data(), dy.data(), nullptr, nullptr, dx.data(), nullptr, nullptr, dw.data());
+    return forward;
   };
   // The padded tnc copies of every batch, made before timing (a user of oneDNN holds them).
   struct Padded {
@@ -451,37 +461,47 @@ int main(int argc, char** argv) try {
   const cpu::WeightGradients chosen = cpu::weight_gradients();
   const cpu::WeightGradients other =
       chosen == cpu::WeightGradients::packed ? cpu::WeightGradients::blas : cpu::WeightGradients::packed;
+  // Each timing: the whole pass and its forward part; a batch's best of each over the rounds.
+  struct Best {
+    std::vector<double> pass, forward, backward;
+    explicit Best(size_t n) : pass(n, 1e30), forward(n, 1e30), backward(n, 1e30) {}
+    void add(size_t i, double t, double f) {
+      pass[i] = std::min(pass[i], t), forward[i] = std::min(forward[i], f), backward[i] = std::min(backward[i], t - f);
+    }
+  };
   auto timed = [](auto&& fn) {
     const auto t0 = Clock::now();
-    fn();
-    return seconds(t0, Clock::now());
+    const double forward = fn();
+    return std::pair{seconds(t0, Clock::now()), forward};
   };
   const size_t nb = packings.size();
-  std::vector<double> best_ours(nb, 1e30), best_padded(nb, 1e30), best_buckets(nb, 1e30), best_other(nb, 1e30);
+  Best b_ours(nb), b_padded(nb), b_buckets(nb), b_other(nb);
   constexpr int kRounds = 3;
   for (int round = 0; round <= kRounds; ++round)
     for (size_t i = 0; i < nb; ++i) {
-      const double ours = timed([&] { ours_pass(packings[i]); });
-      const double pad = timed([&] { theirs.run(padded[i].T, padded[i].N, padded[i].x.data(), padded[i].dy.data()); });
-      const double buckets = timed([&] {
-        for (const Padded& b : bucketed[i]) theirs.run(b.T, b.N, b.x.data(), b.dy.data());
+      const auto ours = timed([&] { return ours_pass(packings[i]); });
+      const auto pad = timed([&] { return theirs.run(padded[i].T, padded[i].N, padded[i].x.data(), padded[i].dy.data()); });
+      const auto buckets = timed([&] {
+        double forward = 0;
+        for (const Padded& b : bucketed[i]) forward += theirs.run(b.T, b.N, b.x.data(), b.dy.data());
+        return forward;
       });
       cpu::set_weight_gradients(other);
-      const double oth = timed([&] { ours_pass(packings[i]); });
+      const auto oth = timed([&] { return ours_pass(packings[i]); });
       cpu::set_weight_gradients(chosen);
       if (round == 0) continue;  // the untimed round
-      best_ours[i] = std::min(best_ours[i], ours);
-      best_padded[i] = std::min(best_padded[i], pad);
-      best_buckets[i] = std::min(best_buckets[i], buckets);
-      best_other[i] = std::min(best_other[i], oth);
+      b_ours.add(i, ours.first, ours.second);
+      b_padded.add(i, pad.first, pad.second);
+      b_buckets.add(i, buckets.first, buckets.second);
+      b_other.add(i, oth.first, oth.second);
     }
   auto total = [](const std::vector<double>& v) {
     double t = 0;
     for (double x : v) t += x;
     return t;
   };
-  const double t_ours = total(best_ours), t_padded = total(best_padded), t_buckets = total(best_buckets),
-               t_other = total(best_other);
+  const double t_ours = total(b_ours.pass), t_padded = total(b_padded.pass), t_buckets = total(b_buckets.pass),
+               t_other = total(b_other.pass);
   int64_t rows = 0, padded_rows = 0;
   for (const Packing& p : packings) rows += p.rows(), padded_rows += int64_t(p.lengths[0]) * p.batch();
   const double work = 3 * forward_flops(c, rows), padded_work = 3 * forward_flops(c, padded_rows);
@@ -500,6 +520,14 @@ int main(int argc, char** argv) try {
   line("oneDNN length buckets", t_buckets, work);
   std::printf("rnn_dist / oneDNN: %.2fx padded, %.2fx buckets (time ratio: above 1, rnn_dist is faster)\n",
               t_padded / t_ours, t_buckets / t_ours);
+  // Where the difference is: each part's time, its batches' best over the rounds (oneDNN's backward
+  // multiplies its weight gradients inside, so they are not apart).
+  std::printf("forward, backward (ms): rnn_dist %.1f, %.1f; oneDNN padded %.1f, %.1f; buckets %.1f, %.1f; "
+              "rnn_dist / oneDNN forward %.2fx, %.2fx, backward %.2fx, %.2fx (padded, buckets)\n",
+              1e3 * total(b_ours.forward), 1e3 * total(b_ours.backward), 1e3 * total(b_padded.forward),
+              1e3 * total(b_padded.backward), 1e3 * total(b_buckets.forward), 1e3 * total(b_buckets.backward),
+              total(b_padded.forward) / total(b_ours.forward), total(b_buckets.forward) / total(b_ours.forward),
+              total(b_padded.backward) / total(b_ours.backward), total(b_buckets.backward) / total(b_ours.backward));
   std::printf("weight gradients on the %s (this CPU's choice): %.2fx rnn_dist with them on the %s (%s)\n",
               name(chosen), t_other / t_ours, name(other), cpu::blas_kernels().c_str());
   return 0;
