@@ -356,7 +356,7 @@ int main(int argc, char** argv) try {
   for (const Packing& p : packings) max_rows = std::max(max_rows, p.rows());
   const std::vector<float> x = random_floats(size_t(max_rows) * c.embed, 1, 1.0), dy = random_floats(size_t(max_rows) * D * H, 2, 1e-2);
   std::vector<float> y(size_t(max_rows) * D * H), dx(size_t(max_rows) * c.embed), dw(ours.weights().size());
-  // Returns the seconds of the forward pass, as Onednn::run.
+  // Returns the seconds of the forward pass, as OneDnnLstm::run does.
   auto ours_pass = [&](const Packing& p) {
     const auto t0 = Clock::now();
     ours.lstm().forward(ours.weights().data(), p, x.data(), nullptr, nullptr, y.data(), nullptr, nullptr, true, 0);
