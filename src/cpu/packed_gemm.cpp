@@ -37,11 +37,12 @@ RNN_DIST_INLINE F16 load16(const float* p) {
 RNN_DIST_INLINE void store16(float* p, const F16& v) { std::memcpy(p, &v, sizeof(v)); }
 
 // C's MR rows x NP panels (16 NP columns, all of them inside C) += or = A's MR rows times the NP panels
-// starting at `panels` (consecutive panels `panel` floats apart), over k. The accumulators stay in
-// registers across k. With kAhead, the loop also touches the block at `ahead` (the same shape) that the
-// product reads next, so that it comes from L2, not L3, when its turn comes.
+// starting at `panels` (consecutive panels `panel` floats apart), over k. A's rows come packed (pack_rows:
+// the MR values of each k together). The accumulators stay in registers across k. With kAhead, the loop
+// also touches the block at `ahead` (the same shape) that the product reads next, so that it comes from
+// L2, not L3, when its turn comes.
 template <int MR, int NP, bool kAhead = false>
-RNN_DIST_INLINE void tile(int k, const float* a, int lda, const float* panels, int64_t panel, const float* ahead,
+RNN_DIST_INLINE void tile(int k, const float* a, const float* panels, int64_t panel, const float* ahead,
                           bool accumulate, float* c, int ldc) {
   F16 acc[MR][NP];
   RNN_DIST_UNROLL for (int r = 0; r < MR; ++r)
@@ -54,7 +55,7 @@ RNN_DIST_INLINE void tile(int k, const float* a, int lda, const float* panels, i
       if constexpr (kAhead) __builtin_prefetch(ahead + p * panel + int64_t{kPanel} * i, 0, 2);
     }
     RNN_DIST_UNROLL for (int r = 0; r < MR; ++r) {
-      const float x = a[int64_t{r} * lda + i];
+      const float x = a[int64_t{i} * MR + r];
       RNN_DIST_UNROLL for (int p = 0; p < NP; ++p) acc[r][p] += x * b[p];
     }
   }
@@ -64,34 +65,57 @@ RNN_DIST_INLINE void tile(int k, const float* a, int lda, const float* panels, i
 
 // Rows [0, m) of one column block of NP panels, MR rows at a time, the remainder 6 (below 8: 6 and 7 rows
 // were 40% slower as 4 + 2 + 1), 4, 2 and 1 at a time; the first MR rows touch `ahead` where it is not null.
+// A is packed in the same groups (pack_block), the group of row r at a + r k.
 template <int MR, int NP>
-RNN_DIST_INLINE void column_block(int m, int k, const float* a, int lda, const float* panels, int64_t panel,
+RNN_DIST_INLINE void column_block(int m, int k, const float* a, const float* panels, int64_t panel,
                                   const float* ahead, bool accumulate, float* c, int ldc) {
   int r = 0;
   if (ahead != nullptr && m >= MR) {
-    tile<MR, NP, true>(k, a, lda, panels, panel, ahead, accumulate, c, ldc);
+    tile<MR, NP, true>(k, a, panels, panel, ahead, accumulate, c, ldc);
     r = MR;
   }
-  for (; r + MR <= m; r += MR)
-    tile<MR, NP>(k, a + int64_t{r} * lda, lda, panels, panel, nullptr, accumulate, c + int64_t{r} * ldc, ldc);
+  auto at = [&](int row) { return a + int64_t{row} * k; };
+  for (; r + MR <= m; r += MR) tile<MR, NP>(k, at(r), panels, panel, nullptr, accumulate, c + int64_t{r} * ldc, ldc);
   if constexpr (MR > 6)
     if (r + 6 <= m) {
-      tile<6, NP>(k, a + int64_t{r} * lda, lda, panels, panel, nullptr, accumulate, c + int64_t{r} * ldc, ldc);
+      tile<6, NP>(k, at(r), panels, panel, nullptr, accumulate, c + int64_t{r} * ldc, ldc);
       r += 6;
     }
   if constexpr (MR > 4)
     if (r + 4 <= m) {
-      tile<4, NP>(k, a + int64_t{r} * lda, lda, panels, panel, nullptr, accumulate, c + int64_t{r} * ldc, ldc);
+      tile<4, NP>(k, at(r), panels, panel, nullptr, accumulate, c + int64_t{r} * ldc, ldc);
       r += 4;
     }
   if constexpr (MR > 2)
     if (r + 2 <= m) {
-      tile<2, NP>(k, a + int64_t{r} * lda, lda, panels, panel, nullptr, accumulate, c + int64_t{r} * ldc, ldc);
+      tile<2, NP>(k, at(r), panels, panel, nullptr, accumulate, c + int64_t{r} * ldc, ldc);
       r += 2;
     }
   if constexpr (MR > 1)
-    for (; r < m; ++r)
-      tile<1, NP>(k, a + int64_t{r} * lda, lda, panels, panel, nullptr, accumulate, c + int64_t{r} * ldc, ldc);
+    for (; r < m; ++r) tile<1, NP>(k, at(r), panels, panel, nullptr, accumulate, c + int64_t{r} * ldc, ldc);
+}
+
+// H rows of A (lda apart) over k, packed as a tile reads them: the H values of each k together.
+template <int H>
+RNN_DIST_INLINE void pack_rows(int k, const float* a, int lda, float* packed) {
+  for (int i = 0; i < k; ++i)
+    RNN_DIST_UNROLL for (int q = 0; q < H; ++q) packed[int64_t{i} * H + q] = a[int64_t{q} * lda + i];
+}
+
+// Rows [0, m) of A over k, packed in column_block's groups of rows (MR, then 6, 4, 2 and 1).
+template <int MR>
+RNN_DIST_INLINE void pack_block(int m, int k, const float* a, int lda, float* packed) {
+  int r = 0;
+  auto at = [&](int row) { return a + int64_t{row} * lda; };
+  auto to = [&](int row) { return packed + int64_t{row} * k; };
+  for (; r + MR <= m; r += MR) pack_rows<MR>(k, at(r), lda, to(r));
+  if constexpr (MR > 6)
+    if (r + 6 <= m) pack_rows<6>(k, at(r), lda, to(r)), r += 6;
+  if constexpr (MR > 4)
+    if (r + 4 <= m) pack_rows<4>(k, at(r), lda, to(r)), r += 4;
+  if constexpr (MR > 2)
+    if (r + 2 <= m) pack_rows<2>(k, at(r), lda, to(r)), r += 2;
+  for (; r < m; ++r) pack_rows<1>(k, at(r), lda, to(r));
 }
 
 // Rows per block of a tall product: a block's rows of A stay in L2 while every column block passes over
@@ -103,41 +127,47 @@ constexpr int kMc = 192;
 constexpr int kKc = 128;
 
 template <int MR, int NP>
-RNN_DIST_INLINE void product_rows(int m, int n, int k, const float* a, int lda, const float* packed, int64_t panel,
+RNN_DIST_INLINE void product_rows(int m, int n, int k, const float* a, const float* packed, int64_t panel,
                                   const float* next, bool accumulate, float* c, int ldc);
 
-// Blocks of kMc rows by kKc of K, each over every column.
+// Blocks of kMc rows by kKc of K, each over every column, A's block packed first: a tile's MR rows of A
+// are then one stream of MR floats per k, where unpacked each of its MR broadcasts read a row of its own,
+// lda floats apart (at L's K of 1024 and 4096 a multiple of 4 kB, which puts every row in the same L1
+// set): L's LSTM 1.09-1.16x faster, S's unchanged (docs/benchmarks.md, session 18). The packed block is
+// on the stack: the product allocates nothing.
 template <int MR, int NP>
 RNN_DIST_INLINE void product(int m, int n, int k, const float* a, int lda, const float* packed, bool accumulate,
                              float* c, int ldc) {
   const int64_t panel = int64_t{kPanel} * k;
+  alignas(64) float block[kMc * kKc];
   for (int m0 = 0; m0 < m; m0 += kMc)
     for (int k0 = 0; k0 < k; k0 += kKc) {
+      const int rows = std::min(kMc, m - m0), ks = std::min(kKc, k - k0);
+      pack_block<MR>(rows, ks, a + int64_t{m0} * lda + k0, lda, block);
       const float* next = k0 + kKc < k ? packed + int64_t{kPanel} * (k0 + kKc) : nullptr;
-      product_rows<MR, NP>(std::min(kMc, m - m0), n, std::min(kKc, k - k0), a + int64_t{m0} * lda + k0, lda,
-                           packed + int64_t{kPanel} * k0, panel, next, accumulate || k0 > 0, c + int64_t{m0} * ldc,
-                           ldc);
+      product_rows<MR, NP>(rows, n, ks, block, packed + int64_t{kPanel} * k0, panel, next, accumulate || k0 > 0,
+                           c + int64_t{m0} * ldc, ldc);
     }
 }
 
-// Rows [0, m) over the k of one K block (the panels' slice at `packed`): column blocks of NP panels while
+// Rows [0, m) over the k of one K block (the panels' slice at `packed`; A's rows packed): column blocks of NP panels while
 // they last (each touching the next, the last `next`: the first of the next K block, or none), then two
 // and single panels; the last panel, when n does not fill it, goes through a 16-wide copy of its columns
 // of C, MR rows at a time.
 template <int MR, int NP>
-RNN_DIST_INLINE void product_rows(int m, int n, int k, const float* a, int lda, const float* packed, int64_t panel,
+RNN_DIST_INLINE void product_rows(int m, int n, int k, const float* a, const float* packed, int64_t panel,
                                   const float* next, bool accumulate, float* c, int ldc) {
   int j = 0;
   for (; j + NP * kPanel <= n; j += NP * kPanel) {
     const float* panels = packed + (j / kPanel) * panel;
     const float* ahead = j + 2 * NP * kPanel <= n ? panels + NP * panel : next;
-    column_block<MR, NP>(m, k, a, lda, panels, panel, ahead, accumulate, c + j, ldc);
+    column_block<MR, NP>(m, k, a, panels, panel, ahead, accumulate, c + j, ldc);
   }
   if constexpr (NP > 2)
     for (; j + 2 * kPanel <= n; j += 2 * kPanel)
-      column_block<MR, 2>(m, k, a, lda, packed + (j / kPanel) * panel, panel, nullptr, accumulate, c + j, ldc);
+      column_block<MR, 2>(m, k, a, packed + (j / kPanel) * panel, panel, nullptr, accumulate, c + j, ldc);
   for (; j + kPanel <= n; j += kPanel)
-    column_block<MR, 1>(m, k, a, lda, packed + (j / kPanel) * panel, panel, nullptr, accumulate, c + j, ldc);
+    column_block<MR, 1>(m, k, a, packed + (j / kPanel) * panel, panel, nullptr, accumulate, c + j, ldc);
   if (j == n) return;
   const int w = n - j;
   float part[MR * kPanel];
@@ -148,8 +178,8 @@ RNN_DIST_INLINE void product_rows(int m, int n, int k, const float* a, int lda, 
       if (accumulate) std::memcpy(row, c + int64_t{r0 + r} * ldc + j, sizeof(float) * w);
       std::fill(row + (accumulate ? w : 0), row + kPanel, 0.0f);
     }
-    column_block<MR, 1>(rows, k, a + int64_t{r0} * lda, lda, packed + (j / kPanel) * panel, panel, nullptr, true,
-                        part, kPanel);
+    column_block<MR, 1>(rows, k, a + int64_t{r0} * k, packed + (j / kPanel) * panel, panel, nullptr, true, part,
+                        kPanel);
     for (int r = 0; r < rows; ++r) std::memcpy(c + int64_t{r0 + r} * ldc + j, part + r * kPanel, sizeof(float) * w);
   }
 }

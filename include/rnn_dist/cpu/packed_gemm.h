@@ -6,10 +6,11 @@
 // this host against 160 for a large sgemm, issue 29). Here the weights are packed once per pass into panels of 16
 // columns, and a register-blocked kernel passes over them for every block of rows: 172 GFLOP/s on the same product
 // with an 8 x 2 tile; the 8 x 3 tile over K blocks kept in L1 is 1.0-1.4x that tile (session 16's Ice Lake,
-// docs/benchmarks.md). The layer-wide products with the input weights (x W_ih^T over every row, and dx = dG W_ih) go
-// through it too, in blocks of rows that stay in L2: faster than OpenBLAS's at those shapes, most of all where the
-// input is narrow (K or N = 64: +24% and +44%). The kernel is compiled for AVX-512, AVX2 and the x86-64 baseline,
-// and the best the CPU runs is taken.
+// docs/benchmarks.md). Each block of A's rows is first copied, on the stack, into the order the tile reads it (its
+// MR values of each k together): L's LSTM 1.09-1.16x faster, S's unchanged (session 18). The layer-wide products
+// with the input weights (x W_ih^T over every row, and dx = dG W_ih) go through it too, in blocks of rows that stay
+// in L2: faster than OpenBLAS's at those shapes, most of all where the input is narrow (K or N = 64: +24% and +44%).
+// The kernel is compiled for AVX-512, AVX2 and the x86-64 baseline, and the best the CPU runs is taken.
 #pragma once
 
 #include <cstddef>
