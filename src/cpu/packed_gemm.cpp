@@ -23,6 +23,7 @@ constexpr int kTnRows = 256, kTnCols = 32;  // packed_gemm_tn: the tallest K blo
 using F16 = float __attribute__((vector_size(64)));
 
 #define RNN_DIST_INLINE [[gnu::always_inline]] inline
+#define RNN_DIST_LAMBDA_INLINE __attribute__((always_inline))
 #if defined(__GNUC__) && !defined(__clang__)
 #define RNN_DIST_UNROLL _Pragma("GCC unroll 16")
 #else
@@ -37,7 +38,7 @@ RNN_DIST_INLINE F16 load16(const float* p) {
 RNN_DIST_INLINE void store16(float* p, const F16& v) { std::memcpy(p, &v, sizeof(v)); }
 
 // C's MR rows x NP panels (16 NP columns, all of them inside C) += or = A's MR rows times the NP panels
-// starting at `panels` (consecutive panels `panel` floats apart), over k. A's rows come packed (pack_rows:
+// starting at `panels` (consecutive panels `panel` floats apart), over k. A's rows come packed (pack_block:
 // the MR values of each k together). The accumulators stay in registers across k. With kAhead, the loop
 // also touches the block at `ahead` (the same shape) that the product reads next, so that it comes from
 // L2, not L3, when its turn comes.
@@ -63,9 +64,23 @@ RNN_DIST_INLINE void tile(int k, const float* a, const float* panels, int64_t pa
     RNN_DIST_UNROLL for (int p = 0; p < NP; ++p) store16(c + int64_t{r} * ldc + kPanel * p, acc[r][p]);
 }
 
-// Rows [0, m) of one column block of NP panels, MR rows at a time, the remainder 6 (below 8: 6 and 7 rows
-// were 40% slower as 4 + 2 + 1), 4, 2 and 1 at a time; the first MR rows touch `ahead` where it is not null.
-// A is packed in the same groups (pack_block), the group of row r at a + r k.
+// Calls f.template operator()<H>(r) for each group of H rows from r to m: MR rows at a time, the remainder
+// 6 (below 8: 6 and 7 rows were 40% slower as 4 + 2 + 1), 4, 2 and 1 at a time. A block's rows are packed
+// (pack_block) and multiplied (column_block) in these groups, the group of row r at packed + r k.
+template <int MR, class F>
+RNN_DIST_INLINE void row_groups(int m, int r, F&& f) {
+  for (; r + MR <= m; r += MR) f.template operator()<MR>(r);
+  if constexpr (MR > 6)
+    if (r + 6 <= m) f.template operator()<6>(r), r += 6;
+  if constexpr (MR > 4)
+    if (r + 4 <= m) f.template operator()<4>(r), r += 4;
+  if constexpr (MR > 2)
+    if (r + 2 <= m) f.template operator()<2>(r), r += 2;
+  for (; r < m; ++r) f.template operator()<1>(r);
+}
+
+// Rows [0, m) of one column block of NP panels, in row_groups (A packed by pack_block); the first MR rows
+// touch `ahead` where it is not null.
 template <int MR, int NP>
 RNN_DIST_INLINE void column_block(int m, int k, const float* a, const float* panels, int64_t panel,
                                   const float* ahead, bool accumulate, float* c, int ldc) {
@@ -74,48 +89,21 @@ RNN_DIST_INLINE void column_block(int m, int k, const float* a, const float* pan
     tile<MR, NP, true>(k, a, panels, panel, ahead, accumulate, c, ldc);
     r = MR;
   }
-  auto at = [&](int row) { return a + int64_t{row} * k; };
-  for (; r + MR <= m; r += MR) tile<MR, NP>(k, at(r), panels, panel, nullptr, accumulate, c + int64_t{r} * ldc, ldc);
-  if constexpr (MR > 6)
-    if (r + 6 <= m) {
-      tile<6, NP>(k, at(r), panels, panel, nullptr, accumulate, c + int64_t{r} * ldc, ldc);
-      r += 6;
-    }
-  if constexpr (MR > 4)
-    if (r + 4 <= m) {
-      tile<4, NP>(k, at(r), panels, panel, nullptr, accumulate, c + int64_t{r} * ldc, ldc);
-      r += 4;
-    }
-  if constexpr (MR > 2)
-    if (r + 2 <= m) {
-      tile<2, NP>(k, at(r), panels, panel, nullptr, accumulate, c + int64_t{r} * ldc, ldc);
-      r += 2;
-    }
-  if constexpr (MR > 1)
-    for (; r < m; ++r) tile<1, NP>(k, at(r), panels, panel, nullptr, accumulate, c + int64_t{r} * ldc, ldc);
+  row_groups<MR>(m, r, [&]<int H>(int row) RNN_DIST_LAMBDA_INLINE {
+    tile<H, NP>(k, a + int64_t{row} * k, panels, panel, nullptr, accumulate, c + int64_t{row} * ldc, ldc);
+  });
 }
 
-// H rows of A (lda apart) over k, packed as a tile reads them: the H values of each k together.
-template <int H>
-RNN_DIST_INLINE void pack_rows(int k, const float* a, int lda, float* packed) {
-  for (int i = 0; i < k; ++i)
-    RNN_DIST_UNROLL for (int q = 0; q < H; ++q) packed[int64_t{i} * H + q] = a[int64_t{q} * lda + i];
-}
-
-// Rows [0, m) of A over k, packed in column_block's groups of rows (MR, then 6, 4, 2 and 1).
+// Rows [0, m) of A (lda apart) over k, packed in row_groups, each group as a tile reads it: the H values
+// of each k together.
 template <int MR>
 RNN_DIST_INLINE void pack_block(int m, int k, const float* a, int lda, float* packed) {
-  int r = 0;
-  auto at = [&](int row) { return a + int64_t{row} * lda; };
-  auto to = [&](int row) { return packed + int64_t{row} * k; };
-  for (; r + MR <= m; r += MR) pack_rows<MR>(k, at(r), lda, to(r));
-  if constexpr (MR > 6)
-    if (r + 6 <= m) pack_rows<6>(k, at(r), lda, to(r)), r += 6;
-  if constexpr (MR > 4)
-    if (r + 4 <= m) pack_rows<4>(k, at(r), lda, to(r)), r += 4;
-  if constexpr (MR > 2)
-    if (r + 2 <= m) pack_rows<2>(k, at(r), lda, to(r)), r += 2;
-  for (; r < m; ++r) pack_rows<1>(k, at(r), lda, to(r));
+  row_groups<MR>(m, 0, [&]<int H>(int row) RNN_DIST_LAMBDA_INLINE {
+    const float* rows = a + int64_t{row} * lda;
+    float* to = packed + int64_t{row} * k;
+    for (int i = 0; i < k; ++i)
+      RNN_DIST_UNROLL for (int q = 0; q < H; ++q) to[int64_t{i} * H + q] = rows[int64_t{q} * lda + i];
+  });
 }
 
 // Rows per block of a tall product: a block's rows of A stay in L2 while every column block passes over
@@ -150,10 +138,10 @@ RNN_DIST_INLINE void product(int m, int n, int k, const float* a, int lda, const
     }
 }
 
-// Rows [0, m) over the k of one K block (the panels' slice at `packed`; A's rows packed): column blocks of NP panels while
-// they last (each touching the next, the last `next`: the first of the next K block, or none), then two
-// and single panels; the last panel, when n does not fill it, goes through a 16-wide copy of its columns
-// of C, MR rows at a time.
+// Rows [0, m) over the k of one K block (the panels' slice at `packed`; A's rows packed): column blocks of
+// NP panels while they last (each touching the next, the last `next`: the first of the next K block, or
+// none), then two and single panels; the last panel, when n does not fill it, goes through a 16-wide copy
+// of its columns of C, MR rows at a time.
 template <int MR, int NP>
 RNN_DIST_INLINE void product_rows(int m, int n, int k, const float* a, const float* packed, int64_t panel,
                                   const float* next, bool accumulate, float* c, int ldc) {
