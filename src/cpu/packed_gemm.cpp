@@ -18,9 +18,16 @@ constexpr int kTnRows = 256, kTnCols = 32;  // packed_gemm_tn: the tallest K blo
 #elif defined(__GNUC__)
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif
-// Sixteen float lanes: one register on AVX-512, two on AVX2, four on the baseline. Only always-inlined
-// code below uses the type, so no call passes it.
+// The vector registers of each variant: a panel of 16 columns is one of AVX-512's, two of AVX2's, four
+// of the baseline's. Each variant computes in its own width: with AVX-512's type under AVX2, GCC moved
+// every vector through the integer registers and the stack, and the AVX2 kernel ran at a sixth of the
+// core's rate (a Zen 1 host, docs/benchmarks.md, session 19). Only always-inlined code below uses the
+// types, so no call passes one.
+using F4 = float __attribute__((vector_size(16)));
+using F8 = float __attribute__((vector_size(32)));
 using F16 = float __attribute__((vector_size(64)));
+template <class V>
+constexpr int kLanes = sizeof(V) / sizeof(float);
 
 #define RNN_DIST_INLINE [[gnu::always_inline]] inline
 #define RNN_DIST_LAMBDA_INLINE __attribute__((always_inline))
@@ -30,38 +37,44 @@ using F16 = float __attribute__((vector_size(64)));
 #define RNN_DIST_UNROLL _Pragma("unroll")
 #endif
 
-RNN_DIST_INLINE F16 load16(const float* p) {
-  F16 v;
+template <class V>
+RNN_DIST_INLINE V load(const float* p) {
+  V v;
   std::memcpy(&v, p, sizeof(v));
   return v;
 }
-RNN_DIST_INLINE void store16(float* p, const F16& v) { std::memcpy(p, &v, sizeof(v)); }
+template <class V>
+RNN_DIST_INLINE void store(float* p, const V& v) {
+  std::memcpy(p, &v, sizeof(v));
+}
 
 // C's MR rows x NP panels (16 NP columns, all of them inside C) += or = A's MR rows times the NP panels
 // starting at `panels` (consecutive panels `panel` floats apart), over k. A's rows come packed (pack_block:
 // the MR values of each k together). The accumulators stay in registers across k. With kAhead, the loop
 // also touches the block at `ahead` (the same shape) that the product reads next, so that it comes from
 // L2, not L3, when its turn comes.
-template <int MR, int NP, bool kAhead = false>
+template <class V, int MR, int NP, bool kAhead = false>
 RNN_DIST_INLINE void tile(int k, const float* a, const float* panels, int64_t panel, const float* ahead,
                           bool accumulate, float* c, int ldc) {
-  F16 acc[MR][NP];
+  constexpr int L = kLanes<V>, W = kPanel / L;  // W vectors per panel
+  V acc[MR][NP * W];
   RNN_DIST_UNROLL for (int r = 0; r < MR; ++r)
-    RNN_DIST_UNROLL for (int p = 0; p < NP; ++p)
-      acc[r][p] = accumulate ? load16(c + int64_t{r} * ldc + kPanel * p) : F16{};
+    RNN_DIST_UNROLL for (int v = 0; v < NP * W; ++v)
+      acc[r][v] = accumulate ? load<V>(c + int64_t{r} * ldc + L * v) : V{};
   for (int i = 0; i < k; ++i) {
-    F16 b[NP];
+    V b[NP * W];
     RNN_DIST_UNROLL for (int p = 0; p < NP; ++p) {
-      b[p] = load16(panels + p * panel + int64_t{kPanel} * i);
+      RNN_DIST_UNROLL for (int w = 0; w < W; ++w)
+        b[p * W + w] = load<V>(panels + p * panel + int64_t{kPanel} * i + L * w);
       if constexpr (kAhead) __builtin_prefetch(ahead + p * panel + int64_t{kPanel} * i, 0, 2);
     }
     RNN_DIST_UNROLL for (int r = 0; r < MR; ++r) {
       const float x = a[int64_t{i} * MR + r];
-      RNN_DIST_UNROLL for (int p = 0; p < NP; ++p) acc[r][p] += x * b[p];
+      RNN_DIST_UNROLL for (int v = 0; v < NP * W; ++v) acc[r][v] += x * b[v];
     }
   }
   RNN_DIST_UNROLL for (int r = 0; r < MR; ++r)
-    RNN_DIST_UNROLL for (int p = 0; p < NP; ++p) store16(c + int64_t{r} * ldc + kPanel * p, acc[r][p]);
+    RNN_DIST_UNROLL for (int v = 0; v < NP * W; ++v) store<V>(c + int64_t{r} * ldc + L * v, acc[r][v]);
 }
 
 // Calls f.template operator()<H>(r) for each group of H rows from r to m: MR rows at a time, the remainder
@@ -81,16 +94,16 @@ RNN_DIST_INLINE void row_groups(int m, int r, F&& f) {
 
 // Rows [0, m) of one column block of NP panels, in row_groups (A packed by pack_block); the first MR rows
 // touch `ahead` where it is not null.
-template <int MR, int NP>
+template <class V, int MR, int NP>
 RNN_DIST_INLINE void column_block(int m, int k, const float* a, const float* panels, int64_t panel,
                                   const float* ahead, bool accumulate, float* c, int ldc) {
   int r = 0;
   if (ahead != nullptr && m >= MR) {
-    tile<MR, NP, true>(k, a, panels, panel, ahead, accumulate, c, ldc);
+    tile<V, MR, NP, true>(k, a, panels, panel, ahead, accumulate, c, ldc);
     r = MR;
   }
   row_groups<MR>(m, r, [&]<int H>(int row) RNN_DIST_LAMBDA_INLINE {
-    tile<H, NP>(k, a + int64_t{row} * k, panels, panel, nullptr, accumulate, c + int64_t{row} * ldc, ldc);
+    tile<V, H, NP>(k, a + int64_t{row} * k, panels, panel, nullptr, accumulate, c + int64_t{row} * ldc, ldc);
   });
 }
 
@@ -114,7 +127,7 @@ constexpr int kMc = 192;
 // without blocks, so the results are the same to the bit.
 constexpr int kKc = 128;
 
-template <int MR, int NP>
+template <class V, int MR, int NP>
 RNN_DIST_INLINE void product_rows(int m, int n, int k, const float* a, const float* packed, int64_t panel,
                                   const float* next, bool accumulate, float* c, int ldc);
 
@@ -123,7 +136,7 @@ RNN_DIST_INLINE void product_rows(int m, int n, int k, const float* a, const flo
 // lda floats apart (at L's K of 1024 and 4096 a multiple of 4 kB, which puts every row in the same L1
 // set): L's LSTM 1.09-1.16x faster, S's unchanged (docs/benchmarks.md, session 18). The packed block is
 // on the stack: the product allocates nothing.
-template <int MR, int NP>
+template <class V, int MR, int NP>
 RNN_DIST_INLINE void product(int m, int n, int k, const float* a, int lda, const float* packed, bool accumulate,
                              float* c, int ldc) {
   const int64_t panel = int64_t{kPanel} * k;
@@ -133,7 +146,7 @@ RNN_DIST_INLINE void product(int m, int n, int k, const float* a, int lda, const
       const int rows = std::min(kMc, m - m0), ks = std::min(kKc, k - k0);
       pack_block<MR>(rows, ks, a + int64_t{m0} * lda + k0, lda, block);
       const float* next = k0 + kKc < k ? packed + int64_t{kPanel} * (k0 + kKc) : nullptr;
-      product_rows<MR, NP>(rows, n, ks, block, packed + int64_t{kPanel} * k0, panel, next, accumulate || k0 > 0,
+      product_rows<V, MR, NP>(rows, n, ks, block, packed + int64_t{kPanel} * k0, panel, next, accumulate || k0 > 0,
                            c + int64_t{m0} * ldc, ldc);
     }
 }
@@ -142,20 +155,20 @@ RNN_DIST_INLINE void product(int m, int n, int k, const float* a, int lda, const
 // NP panels while they last (each touching the next, the last `next`: the first of the next K block, or
 // none), then two and single panels; the last panel, when n does not fill it, goes through a 16-wide copy
 // of its columns of C, MR rows at a time.
-template <int MR, int NP>
+template <class V, int MR, int NP>
 RNN_DIST_INLINE void product_rows(int m, int n, int k, const float* a, const float* packed, int64_t panel,
                                   const float* next, bool accumulate, float* c, int ldc) {
   int j = 0;
   for (; j + NP * kPanel <= n; j += NP * kPanel) {
     const float* panels = packed + (j / kPanel) * panel;
     const float* ahead = j + 2 * NP * kPanel <= n ? panels + NP * panel : next;
-    column_block<MR, NP>(m, k, a, panels, panel, ahead, accumulate, c + j, ldc);
+    column_block<V, MR, NP>(m, k, a, panels, panel, ahead, accumulate, c + j, ldc);
   }
   if constexpr (NP > 2)
     for (; j + 2 * kPanel <= n; j += 2 * kPanel)
-      column_block<MR, 2>(m, k, a, packed + (j / kPanel) * panel, panel, nullptr, accumulate, c + j, ldc);
+      column_block<V, MR, 2>(m, k, a, packed + (j / kPanel) * panel, panel, nullptr, accumulate, c + j, ldc);
   for (; j + kPanel <= n; j += kPanel)
-    column_block<MR, 1>(m, k, a, packed + (j / kPanel) * panel, panel, nullptr, accumulate, c + j, ldc);
+    column_block<V, MR, 1>(m, k, a, packed + (j / kPanel) * panel, panel, nullptr, accumulate, c + j, ldc);
   if (j == n) return;
   const int w = n - j;
   float part[MR * kPanel];
@@ -166,8 +179,8 @@ RNN_DIST_INLINE void product_rows(int m, int n, int k, const float* a, const flo
       if (accumulate) std::memcpy(row, c + int64_t{r0 + r} * ldc + j, sizeof(float) * w);
       std::fill(row + (accumulate ? w : 0), row + kPanel, 0.0f);
     }
-    column_block<MR, 1>(rows, k, a + int64_t{r0} * k, packed + (j / kPanel) * panel, panel, nullptr, true, part,
-                        kPanel);
+    column_block<V, MR, 1>(rows, k, a + int64_t{r0} * k, packed + (j / kPanel) * panel, panel, nullptr, true, part,
+                           kPanel);
     for (int r = 0; r < rows; ++r) std::memcpy(c + int64_t{r0 + r} * ldc + j, part + r * kPanel, sizeof(float) * w);
   }
 }
@@ -180,17 +193,17 @@ using Product = void (*)(int, int, int, const float*, int, const float*, bool, f
 // the baseline's 16 SSE registers 2 rows x 1 panel (four each).
 void product_base(int m, int n, int k, const float* a, int lda, const float* packed, bool accumulate, float* c,
                   int ldc) {
-  product<2, 1>(m, n, k, a, lda, packed, accumulate, c, ldc);
+  product<F4, 2, 1>(m, n, k, a, lda, packed, accumulate, c, ldc);
 }
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define RNN_DIST_PACKED_X86 1
 [[gnu::target("arch=x86-64-v3")]] void product_avx2(int m, int n, int k, const float* a, int lda, const float* packed,
                                                    bool accumulate, float* c, int ldc) {
-  product<6, 1>(m, n, k, a, lda, packed, accumulate, c, ldc);
+  product<F8, 6, 1>(m, n, k, a, lda, packed, accumulate, c, ldc);
 }
 [[gnu::target("arch=x86-64-v4")]] void product_avx512(int m, int n, int k, const float* a, int lda,
                                                      const float* packed, bool accumulate, float* c, int ldc) {
-  product<8, 3>(m, n, k, a, lda, packed, accumulate, c, ldc);
+  product<F16, 8, 3>(m, n, k, a, lda, packed, accumulate, c, ldc);
 }
 #endif
 
