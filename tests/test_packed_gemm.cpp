@@ -2,7 +2,7 @@
 // over shapes that leave every tail (rows past the register block, a partial last panel, panels left after the
 // register block's, a partial last K block, k = 1), in both packings, accumulating and not, with leading dimensions
 // wider than the matrices (whose extra columns must stay untouched); the weight-gradient product A^T B the same way,
-// over K blocks and column tiles with tails.
+// over K blocks and column tiles with tails; several B's in one call against one call each.
 #include "rnn_dist/cpu/packed_gemm.h"
 
 #include <gtest/gtest.h>
@@ -109,6 +109,35 @@ TEST(PackedGemm, TransposedProductMatchesADoubleLoop) {
   EXPECT_EQ(packed_gemm_tn_rows(64, size_t{1} << 20), 256);
   EXPECT_EQ(packed_gemm_tn_rows(64, packed_gemm_tn_scratch_elems(64)), 256);
   EXPECT_EQ(packed_gemm_tn_rows(64, 32 + 64 - 1), 0);
+}
+
+// Several B's in one call (the LSTM's four gate blocks, A's rows packed once for all of them) give, to the
+// bit, one call per B: every variant, accumulating and not, on shapes with row blocks, K blocks and a
+// partial panel; B's apart by more than their size and C's blocks interleaved in its columns, as the time
+// loop has them; the columns between the blocks untouched.
+TEST(PackedGemm, BlocksInOneCallAreOneCallPerBlock) {
+  std::mt19937 rng(31);
+  const int shapes[][3] = {{32, 64, 256}, {7, 20, 3}, {200, 37, 300}, {1, 16, 129}};
+  for (int v = 0; v < packed_gemm_variants(); ++v)
+    for (const auto& [m, n, k] : shapes)
+      for (bool accumulate : {false, true}) {
+        const int blocks = 4, lda = k + 1;
+        const int64_t stride = int64_t(packed_elems(k, n)) + 48, c_stride = n + 3;
+        const int ldc = int(blocks * c_stride) + 2;
+        const auto a = random_floats(size_t(m) * lda, rng), w = random_floats(size_t(blocks) * k * n, rng);
+        std::vector<float> packed(size_t(blocks * stride), 7.0f);
+        for (int q = 0; q < blocks; ++q) pack_b(w.data() + size_t(q) * k * n, n, 1, k, n, packed.data() + q * stride);
+        const auto c0 = random_floats(size_t(m) * ldc, rng);
+        std::vector<float> one = c0, each = c0;
+        packed_gemm_blocks(m, n, k, a.data(), lda, blocks, packed.data(), stride, accumulate, one.data(), ldc, c_stride,
+                           v);
+        for (int q = 0; q < blocks; ++q)
+          packed_gemm(m, n, k, a.data(), lda, packed.data() + q * stride, accumulate, each.data() + q * c_stride, ldc,
+                      v);
+        EXPECT_EQ(one, each) << packed_gemm_variant_name(v) << " m=" << m << " n=" << n << " k=" << k
+                             << " accumulate=" << accumulate;
+        EXPECT_NE(one, c0) << "nothing written";
+      }
 }
 
 TEST(PackedGemm, PackingZeroesThePartialPanel) {

@@ -467,10 +467,8 @@ template <class T>
 void recurrent_gates(int m, int H, int j0, int j1, int R, const T* h, const T* w_hh, const float* packed, T* gates) {
   if constexpr (std::is_same_v<T, float>) {
     if (packed != nullptr) {
-      const size_t block = packed_elems(R, j1 - j0);
-      for (int q = 0; q < 4; ++q)
-        packed_gemm(m, j1 - j0, R, h, R, packed + q * block, true, gates + q * H + j0, 4 * H);
-      return;
+      const auto block = static_cast<int64_t>(packed_elems(R, j1 - j0));
+      return packed_gemm_blocks(m, j1 - j0, R, h, R, 4, packed, block, true, gates + j0, 4 * H, H);
     }
   }
   gate_gemm<T>(m, H, j0, j1, R, h, w_hh, T(1), gates);

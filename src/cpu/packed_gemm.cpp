@@ -131,23 +131,27 @@ template <class V, int MR, int NP>
 RNN_DIST_INLINE void product_rows(int m, int n, int k, const float* a, const float* packed, int64_t panel,
                                   const float* next, bool accumulate, float* c, int ldc);
 
-// Blocks of kMc rows by kKc of K, each over every column, A's block packed first: a tile's MR rows of A
-// are then one stream of MR floats per k, where unpacked each of its MR broadcasts read a row of its own,
-// lda floats apart (at L's K of 1024 and 4096 a multiple of 4 kB, which puts every row in the same L1
-// set): L's LSTM 1.09-1.16x faster, S's unchanged (docs/benchmarks.md, session 18). The packed block is
+// Blocks of kMc rows by kKc of K, each over every column of every B, A's block packed first: a tile's MR
+// rows of A are then one stream of MR floats per k, where unpacked each of its MR broadcasts read a row of
+// its own, lda floats apart (at L's K of 1024 and 4096 a multiple of 4 kB, which puts every row in the same
+// L1 set): L's LSTM 1.09-1.16x faster, S's unchanged (docs/benchmarks.md, session 18). The packed block is
 // on the stack: the product allocates nothing.
 template <class V, int MR, int NP>
 RNN_DIST_INLINE void product(int m, int n, int k, const float* a, int lda, const float* packed, bool accumulate,
-                             float* c, int ldc) {
+                             float* c, int ldc, int blocks, int64_t packed_stride, int64_t c_stride) {
   const int64_t panel = int64_t{kPanel} * k;
   alignas(64) float block[kMc * kKc];
   for (int m0 = 0; m0 < m; m0 += kMc)
     for (int k0 = 0; k0 < k; k0 += kKc) {
       const int rows = std::min(kMc, m - m0), ks = std::min(kKc, k - k0);
       pack_block<MR>(rows, ks, a + int64_t{m0} * lda + k0, lda, block);
-      const float* next = k0 + kKc < k ? packed + int64_t{kPanel} * (k0 + kKc) : nullptr;
-      product_rows<V, MR, NP>(rows, n, ks, block, packed + int64_t{kPanel} * k0, panel, next, accumulate || k0 > 0,
-                           c + int64_t{m0} * ldc, ldc);
+      for (int q = 0; q < blocks; ++q) {
+        const float* next = q + 1 < blocks ? packed + (q + 1) * packed_stride + int64_t{kPanel} * k0
+                            : k0 + kKc < k ? packed + int64_t{kPanel} * (k0 + kKc)
+                                           : nullptr;
+        product_rows<V, MR, NP>(rows, n, ks, block, packed + q * packed_stride + int64_t{kPanel} * k0, panel, next,
+                                accumulate || k0 > 0, c + q * c_stride + int64_t{m0} * ldc, ldc);
+      }
     }
 }
 
@@ -185,25 +189,27 @@ RNN_DIST_INLINE void product_rows(int m, int n, int k, const float* a, const flo
   }
 }
 
-using Product = void (*)(int, int, int, const float*, int, const float*, bool, float*, int);
+using Product = void (*)(int, int, int, const float*, int, const float*, bool, float*, int, int, int64_t, int64_t);
 
 // Register blocks per instruction set: AVX-512's 32 registers hold 8 rows x 3 panels of accumulators (three
 // loads of B and eight broadcasts of A per 24 FMAs; 8 x 2, 6 x 4, 12 x 2 and 4 x 4 were slower over the
 // LSTM's shapes, docs/benchmarks.md, session 16); AVX2's 16 hold 6 rows x 1 panel (two registers each);
 // the baseline's 16 SSE registers 2 rows x 1 panel (four each).
 void product_base(int m, int n, int k, const float* a, int lda, const float* packed, bool accumulate, float* c,
-                  int ldc) {
-  product<F4, 2, 1>(m, n, k, a, lda, packed, accumulate, c, ldc);
+                  int ldc, int blocks, int64_t packed_stride, int64_t c_stride) {
+  product<F4, 2, 1>(m, n, k, a, lda, packed, accumulate, c, ldc, blocks, packed_stride, c_stride);
 }
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define RNN_DIST_PACKED_X86 1
 [[gnu::target("arch=x86-64-v3")]] void product_avx2(int m, int n, int k, const float* a, int lda, const float* packed,
-                                                   bool accumulate, float* c, int ldc) {
-  product<F8, 6, 1>(m, n, k, a, lda, packed, accumulate, c, ldc);
+                                                   bool accumulate, float* c, int ldc, int blocks,
+                                                   int64_t packed_stride, int64_t c_stride) {
+  product<F8, 6, 1>(m, n, k, a, lda, packed, accumulate, c, ldc, blocks, packed_stride, c_stride);
 }
 [[gnu::target("arch=x86-64-v4")]] void product_avx512(int m, int n, int k, const float* a, int lda,
-                                                     const float* packed, bool accumulate, float* c, int ldc) {
-  product<F16, 8, 3>(m, n, k, a, lda, packed, accumulate, c, ldc);
+                                                     const float* packed, bool accumulate, float* c, int ldc,
+                                                     int blocks, int64_t packed_stride, int64_t c_stride) {
+  product<F16, 8, 3>(m, n, k, a, lda, packed, accumulate, c, ldc, blocks, packed_stride, c_stride);
 }
 #endif
 
@@ -268,12 +274,17 @@ const char* packed_gemm_variant_name(int variant) {
 
 void packed_gemm(int m, int n, int k, const float* a, int lda, const float* packed, bool accumulate, float* c,
                  int ldc, int variant) {
-  if (m <= 0 || n <= 0) return;
+  packed_gemm_blocks(m, n, k, a, lda, 1, packed, 0, accumulate, c, ldc, 0, variant);
+}
+
+void packed_gemm_blocks(int m, int n, int k, const float* a, int lda, int blocks, const float* packed,
+                        int64_t packed_stride, bool accumulate, float* c, int ldc, int64_t c_stride, int variant) {
+  if (m <= 0 || n <= 0 || blocks <= 0) return;
   if (variant < 0)
     variant = packed_gemm_variants() - 1;
   else
     packed_gemm_variant_name(variant);  // checks it
-  kVariants[variant].fn(m, n, k, a, lda, packed, accumulate, c, ldc);
+  kVariants[variant].fn(m, n, k, a, lda, packed, accumulate, c, ldc, blocks, packed_stride, c_stride);
 }
 
 // A K block of r rows takes r x kTnCols floats of A transposed and packed_elems(r, n) of B packed.

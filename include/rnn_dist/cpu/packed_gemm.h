@@ -35,6 +35,13 @@ void pack_b_part(const float* b, int64_t row_stride, int64_t col_stride, int k, 
 // variant: -1 for the best this CPU runs, or one below packed_gemm_variants() (tests run each).
 void packed_gemm(int m, int n, int k, const float* a, int lda, const float* packed, bool accumulate, float* c,
                  int ldc, int variant = -1);
+// The same for `blocks` packed B's of the same shape, `packed_stride` floats apart, into C's columns at
+// c + q c_stride for B number q (the four gate blocks of a member's units in the LSTM's time loop): each
+// block of A's rows is packed once for all of them, not once per call; bitwise one call per B. S's LSTM
+// 1.00x on 1 thread, 1.04x on 2 against four calls (Zen 1, docs/benchmarks.md, session 19).
+void packed_gemm_blocks(int m, int n, int k, const float* a, int lda, int blocks, const float* packed,
+                        int64_t packed_stride, bool accumulate, float* c, int ldc, int64_t c_stride,
+                        int variant = -1);
 // C (m x n, ldc) += A^T B, A (k x m, lda) and B (k x n, ldb) row-major: the weight gradients of a layer
 // (dW = dG^T x, K = its rows), on the packed kernel. K goes in blocks of up to 256 rows: each block of B
 // is packed, and A's block is transposed 32 columns at a time (tiles of 64-256 columns were slower: the
