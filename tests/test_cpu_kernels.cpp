@@ -3,7 +3,7 @@
 // equality, an independent loop implementation, a case worked out by hand, the edge cases of Packing and
 // cross_entropy, the thread team (team-parallel kernels and the inference pass equal the serial training
 // pass; denormals flushed), the accuracy of the float kernels' fast exp/sigmoid/tanh against double, and
-// the CPU backend's name for the OpenBLAS kernels it runs on.
+// the CPU backend's name for the OpenBLAS kernels it runs on and its priming of OpenBLAS's buffers.
 #include "rnn_dist/cpu/cpu_kernels.h"
 
 #include <gtest/gtest.h>
@@ -1118,6 +1118,18 @@ TEST(BlasKernels, TheBackendNamesTheKernelsAndFlagsUnusedAvx512) {
                                         {"Cooperlake", true, false}, {"SapphireRapids", true, false},
                                         {"Haswell", false, false}})
     EXPECT_EQ(leaves_avx512_unused(c, avx512), want) << c << (avx512 ? " on an AVX-512 CPU" : " on a CPU without AVX-512");
+}
+
+// A backend primes one of OpenBLAS's work buffers for each member of its team, and a process primes them
+// once (their effect is on speed, measured by bench/blas_buffers.sh, not here).
+TEST(BlasKernels, ABackendPrimesABufferForEachMemberOnce) {
+  make_cpu_backend(3);
+  Team one(1);
+  const int primed = prime_blas_buffers(one);
+  EXPECT_GE(primed, 3);
+  Team more(primed + 1);
+  EXPECT_EQ(prime_blas_buffers(more), primed + 1);
+  EXPECT_EQ(prime_blas_buffers(one), primed + 1);
 }
 
 }  // namespace

@@ -1,9 +1,16 @@
-// The OpenBLAS kernels in use, as the CPU backend's name and the benchmarks report them.
+// The OpenBLAS kernels in use, as the CPU backend's name and the benchmarks report them, and OpenBLAS's
+// work buffers primed.
 #include "rnn_dist/cpu/blas_kernels.h"
 
-#include <algorithm>
-#include <cctype>
+#include <cblas.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <mutex>
+#include <vector>
+
+#include "rnn_dist/cpu/team.h"
 #include "rnn_dist/util/error.h"
 
 extern "C" char* openblas_get_corename(void);
@@ -31,6 +38,29 @@ std::string blas_kernels() {
   if (blas_kernels_leave_avx512_unused())
     s += ": narrower than this CPU's AVX-512; OPENBLAS_CORETYPE=SkylakeX selects OpenBLAS's AVX-512 kernels";
   return s;
+}
+
+int prime_blas_buffers(Team& team) {
+  static std::mutex mutex;
+  static int primed = 0;
+  const std::lock_guard<std::mutex> lock(mutex);
+  const int members = team.size();
+  if (members <= primed) return primed;
+  constexpr int m = 64, n = 1024, k = 1024, kMaxCalls = 8;
+  const std::vector<float> a(size_t{m} * k), b(size_t{k} * n);
+  std::vector<float> c(size_t{m} * n * members);
+  std::atomic<int> inside{0};
+  std::atomic<bool> together{members == 1};
+  team.run([&](int member) {
+    for (int call = 0; call < kMaxCalls && (call == 0 || !together.load()); ++call) {
+      if (inside.fetch_add(1) + 1 == members) together.store(true);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f,
+                  c.data() + size_t{m} * n * member, n);
+      inside.fetch_sub(1);
+    }
+  });
+  if (together.load()) primed = members;
+  return primed;
 }
 
 }  // namespace rnn_dist::cpu

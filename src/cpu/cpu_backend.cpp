@@ -297,6 +297,7 @@ class CpuBackend final : public Backend {
   explicit CpuBackend(int threads) : team_(std::max(1, threads)), blas_kernels_(cpu::blas_kernels()) {
     openblas_set_num_threads(1);
     mallopt(M_MMAP_THRESHOLD, 1 << 20);
+    cpu::prime_blas_buffers(team_);
   }
 
   Device device() const override { return Device{DeviceType::cpu, 0}; }

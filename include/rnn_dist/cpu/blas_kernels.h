@@ -1,10 +1,12 @@
-// Which OpenBLAS kernels the CPU backend's products run on, and whether they leave the CPU's AVX-512
-// unused.
+// Which OpenBLAS kernels the CPU backend's products run on, whether they leave the CPU's AVX-512
+// unused, and OpenBLAS's work buffers made resident before the first step.
 #pragma once
 
 #include <string>
 
 namespace rnn_dist::cpu {
+
+class Team;
 
 // OpenBLAS built for several CPUs (Debian's DYNAMIC_ARCH) picks its kernels by the CPU model it
 // recognises, or by OPENBLAS_CORETYPE. 0.3.21 knows no AMD CPU with AVX-512 (it gives a Zen 4 its Zen
@@ -19,5 +21,17 @@ bool blas_kernels_leave_avx512_unused();
 // The rule, for an OpenBLAS core name (any case): every core but SkylakeX, Cooperlake and SapphireRapids,
 // on a CPU with AVX-512.
 bool leaves_avx512_unused(const std::string& core, bool cpu_has_avx512);
+
+// OpenBLAS (0.3.21) packs into one of a table of work buffers per call, the first one free; each is
+// mapped when first used and its pages become resident only where a call writes. Its kernels prefetch
+// into the parts a small call never writes, and a prefetch to a page not yet mapped in is dropped after
+// a page walk, on every call: the weight gradients' and the head's products then ran at 9-10 GFLOP/s
+// instead of 35 on a Zen 1, and `rnn_dist train` at 0.56x the speed it has with resident buffers (issue
+// 29, docs/benchmarks.md). prime_blas_buffers makes as many buffers resident as the team has members:
+// each member multiplies a 64 x 1024 x 1024 product (which writes every page the small products
+// prefetch), all of them at once so that each takes a buffer of its own, until one member has seen all
+// of them inside a call together (at most a few calls each). Once per process for any team size up to
+// the largest primed; returns how many buffers are primed in all.
+int prime_blas_buffers(Team& team);
 
 }  // namespace rnn_dist::cpu
