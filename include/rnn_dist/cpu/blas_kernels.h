@@ -23,15 +23,15 @@ bool blas_kernels_leave_avx512_unused();
 bool leaves_avx512_unused(const std::string& core, bool cpu_has_avx512);
 
 // OpenBLAS (0.3.21) packs into one of a table of work buffers per call, the first one free; each is
-// mapped when first used and its pages become resident only where a call writes. Its kernels prefetch
-// into the parts a small call never writes, and a prefetch to a page not yet mapped in is dropped after
-// a page walk, on every call: the weight gradients' and the head's products then ran at 9-10 GFLOP/s
-// instead of 35 on a Zen 1, and `rnn_dist train` at 0.56x the speed it has with resident buffers (issue
-// 29, docs/benchmarks.md). prime_blas_buffers makes as many buffers resident as the team has members:
-// each member multiplies a 64 x 1024 x 1024 product (which writes every page the small products
-// prefetch), all of them at once so that each takes a buffer of its own, until one member has seen all
-// of them inside a call together (at most a few calls each). Once per process for any team size up to
-// the largest primed; returns how many buffers are primed in all.
+// mapped when first used and its pages become resident only where a call writes. In a buffer no larger
+// call has used, the weight gradients' and the head's products ran at 8-10 GFLOP/s instead of 25-36 on
+// a Zen 1, and `rnn_dist train` at about half its speed (0.54x on 1 thread, 0.47x on 2); reading the
+// buffer's pages once restores the rate, so the slow accesses never fault a page in: prefetches, by
+// inference (issue 29, docs/benchmarks.md). prime_blas_buffers makes as many buffers resident as the
+// team has members: each member multiplies 64 x 1024 x 1024 (after which every shape of
+// bench/blas_buffers.sh runs at the full rate), all of them at once so that each takes a buffer of its
+// own, until one member has seen all of them inside a call together (at most 8 calls each). Once per
+// process for any team size up to the largest primed; returns how many buffers are primed in all.
 int prime_blas_buffers(Team& team);
 
 }  // namespace rnn_dist::cpu
