@@ -886,39 +886,57 @@ TEST(CpuPackedRecurrence, FloatWithPackedWeightsMatchesDouble) {
 }
 
 // The float kernels' exp, sigmoid and tanh (branch-free approximations) agree with double's libm to ~1e-6
-// relative over the whole range of pre-activations, tiny ones included (tanh(x) ~ x there).
+// relative over the whole range of pre-activations, tiny ones included (tanh(x) ~ x there), in the training
+// step and in the inference step, with a hidden size that leaves a scalar tail. Pre-activations up to +-1000
+// saturate both steps to double's states, finite.
 TEST(CpuFastMath, FloatCellMatchesDouble) {
-  const int H = 1000, G = 4 * H;
+  const int H = 1001, G = 4 * H;
   const Packing pk = Packing::from_lengths(std::vector<int>{1});
-  Vec<double> w(G), c0(H);
-  for (int k = 0; k < G; ++k) {
-    const double u = double(k) / (G - 1);
-    // [-30, 30] and tiny values, exact in float so that both runs see the same inputs.
-    w[k] = double(float(k % 3 == 0 ? 1e-6 * (u - 0.5) : 60 * (u - 0.5)));
-  }
+  Vec<double> c0(H);
   for (int j = 0; j < H; ++j) c0[j] = double(float(4 * (double(j) / (H - 1) - 0.5)));
-  const Vec<double> zeros(G);
-  auto run = [&]<class T>(T) {
+  // Training's activated gates, c and h, then inference's c and h.
+  auto run = [&]<class T>(T, const Vec<double>& w) {
+    const Vec<double> zeros(G);
     const Vec<T> wt(w.begin(), w.end()), ct(c0.begin(), c0.end()), z(zeros.begin(), zeros.end()), hh(G * H);
     const T x = 1;
-    Vec<T> y(H), cache(lstm_cache_elems(1, H));
+    Vec<T> y(H), cache(lstm_cache_elems(1, H)), iy(H), icn(H), iws(lstm_inference_workspace_elems(1, 1, H));
     const LstmLayerParams<T> p{wt.data(), hh.data(), z.data(), z.data(), 1, H};
     lstm_layer_forward<T>(pk, p, &x, nullptr, ct.data(), y.data(), nullptr, nullptr,
                           lstm_cache_view(cache.data(), 1, H));
-    Vec<double> out(cache.begin(), cache.begin() + G + H);  // activated gates and c
-    out.insert(out.end(), y.begin(), y.end());
+    lstm_layer_inference<T>(pk, p, &x, nullptr, ct.data(), iy.data(), nullptr, icn.data(), iws.data());
+    Vec<double> out(cache.begin(), cache.begin() + G + H);
+    for (const Vec<T>* v : {&y, &icn, &iy}) out.insert(out.end(), v->begin(), v->end());
     return out;
   };
-  const Vec<double> f = run(0.0f), d = run(0.0);
   // Gates relative to themselves (sigmoid(-30) ~ 1e-13 included); c and h, sums that may cancel, relative
   // to 1. Float's own rounding contributes ~6e-8 per operation.
-  double worst_gate = 0, worst_state = 0;
-  for (int e = 0; e < G; ++e) worst_gate = std::max(worst_gate, std::abs(f[e] - d[e]) / std::abs(d[e]));
-  for (size_t e = G; e < d.size(); ++e) worst_state = std::max(worst_state, std::abs(f[e] - d[e]));
-  // 2e-6: the fast exp/tanh (~2e-7) plus float rounding, with margin for other compilers' code (~1.0e-6 seen).
-  EXPECT_LE(worst_gate, 2e-6);
-  EXPECT_LE(worst_state, 2e-6);
-  EXPECT_GT(worst_gate, 0.0) << "float and double agree exactly: the float path cannot be the fast one";
+  // The worst difference of n elements of f from `at` against d's from `want_at`.
+  auto worst = [&](const Vec<double>& f, size_t at, const Vec<double>& d, size_t want_at, size_t n, bool relative) {
+    double e = 0;
+    for (size_t k = 0; k < n; ++k) {
+      EXPECT_TRUE(std::isfinite(f[at + k])) << "element " << at + k;
+      e = std::max(e, std::abs(f[at + k] - d[want_at + k]) / (relative ? std::abs(d[want_at + k]) : 1.0));
+    }
+    return e;
+  };
+  Vec<double> w(G);
+  for (double range : {60.0, 2000.0}) {
+    for (int k = 0; k < G; ++k) {
+      const double u = double(k) / (G - 1);
+      // [-range/2, range/2] and tiny values, exact in float so that both runs see the same inputs.
+      w[k] = double(float(k % 3 == 0 ? 1e-6 * (u - 0.5) : range * (u - 0.5)));
+    }
+    const Vec<double> f = run(0.0f, w), d = run(0.0, w);
+    const std::string k = "pre-activations up to " + std::to_string(int(range / 2)) + ": ";
+    // 2e-6: the fast exp/tanh (~2e-7) plus float rounding, with margin for other compilers' code (~1.0e-6 seen).
+    // Both float steps against double's training step.
+    EXPECT_LE(worst(f, G, d, G, 2 * H, false), 2e-6) << k << "training c, h";
+    EXPECT_LE(worst(f, G + 2 * H, d, G, 2 * H, false), 2e-6) << k << "inference c, h";
+    if (range > 100) continue;  // beyond sigmoid(-87), float's gates are 0 or denormal
+    const double gate = worst(f, 0, d, 0, G, true);
+    EXPECT_LE(gate, 2e-6) << k << "gates";
+    EXPECT_GT(gate, 0.0) << "float and double agree exactly: the float path cannot be the fast one";
+  }
 }
 
 // The fast exp, sigmoid and tanh themselves against double's libm, over their whole input range, at a
