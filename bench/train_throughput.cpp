@@ -3,8 +3,9 @@
 // `rnn_dist train` does), or one GPU (--device cuda, one rank). Prints tokens/s, achieved GFLOP/s (GEMMs of
 // forward and backward), on the CPU next to this machine's sgemm GFLOP/s measured at the start of the same
 // run and their ratio, the time split (data wait, forward, backward, all-reduce, optimizer), evaluation
-// tokens/s and its ratio to training, on the CPU peak RSS next to the memory the run needs, on the GPU the
-// share of step time outside the LSTM; checks that the loss over the timed batches is finite and fell.
+// tokens/s, its ratio to training and its GFLOP/s, on the CPU peak RSS next to the memory the run needs, on
+// the GPU the share of step time outside the LSTM; checks that the loss over the timed batches is finite and
+// fell.
 //   [mpirun -np N] train_throughput FILE.h5 S|L|G|B [--device cpu|cuda] [--steps N] [--threads T]
 //                                   [--eval-batch B] [--record FILE] [--json FILE]
 // S: E=64, H=256, L=2; L: E=256, H=1024, L=2 (char level); G: E=512, H=1024, L=2 (word level, issue 5);
@@ -395,7 +396,10 @@ int main(int argc, char** argv) try {
                 << t_fwd / split * 100 << "%, backward " << t_bwd / split * 100 << "%, all-reduce "
                 << t_red / split * 100 << "%, optimizer " << t_opt / split * 100 << "% (rank 0)\n";
     std::cout << "  eval tokens/s    " << eval_tps << " (batch " << o.eval_batch << ", " << eval_acc[1]
-              << " tokens) = " << std::setprecision(2) << eval_tps / tps << " x training\n";
+              << " tokens) = " << std::setprecision(2) << eval_tps / tps << " x training\n"
+              << std::setprecision(1) << "  eval achieved    " << eval_tps * fwd_flops_per_token / 1e9
+              << " GFLOP/s (a token's forward products, a third of training's: 3x training's tokens/s "
+                 "needs training's rate)\n";
     if (!gpu)
       std::cout << std::setprecision(1) << "  peak RSS         " << train_rss << " MiB (rank 0, training) = "
                 << baseline_mib << " before the model (libraries, MPI, OpenBLAS buffers) + " << train_rss - baseline_mib
