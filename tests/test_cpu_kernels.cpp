@@ -885,6 +885,57 @@ TEST(CpuPackedRecurrence, FloatWithPackedWeightsMatchesDouble) {
   }
 }
 
+// Inference's two ways of sharing a batch, against the serial double training forward: 5 sequences (the
+// members split the hidden units) and 50 (each member takes whole sequences: 16 or more apiece on 1 to 3
+// threads), one batch of 50 with a sequence of most of the tokens, which leaves one of 3 members none; in
+// double (BLAS) and in float on packed weights, with initial states and with zeros.
+TEST(CpuInference, BothSplitsMatchTheTrainingForward) {
+  std::mt19937 rng(31);
+  const int I = 5, H = 37;
+  std::vector<int> many(50), skewed(50, 1);
+  for (int b = 0; b < 50; ++b) many[b] = 12 - b / 5;
+  skewed[0] = 300;
+  for (const std::vector<int>& lengths : {std::vector<int>{9, 7, 7, 4, 1}, many, skewed}) {
+    const Packing pk = Packing::from_lengths(lengths);
+    const int B = pk.batch();
+    const int64_t rows = pk.rows();
+    const Layer<double> L(I, H, rng);
+    const Layer<float> Lf = [&] {
+      Layer<float> f(I, H, rng);
+      f.w_ih.assign(L.w_ih.begin(), L.w_ih.end()), f.w_hh.assign(L.w_hh.begin(), L.w_hh.end());
+      f.b_ih.assign(L.b_ih.begin(), L.b_ih.end()), f.b_hh.assign(L.b_hh.begin(), L.b_hh.end());
+      return f;
+    }();
+    const Vec<double> x = random_vec<double>(rows * I, rng, 1.0), h0 = random_vec<double>(B * H, rng),
+                      c0 = random_vec<double>(B * H, rng);
+    const Vec<float> xf(x.begin(), x.end()), h0f(h0.begin(), h0.end()), c0f(c0.begin(), c0.end());
+    for (bool states : {true, false}) {
+      Vec<double> y(rows * H), hn(B * H), cn(B * H), cache(lstm_cache_elems(rows, H));
+      lstm_layer_forward(pk, L.params(), x.data(), states ? h0.data() : nullptr, states ? c0.data() : nullptr,
+                         y.data(), hn.data(), cn.data(), lstm_cache_view(cache.data(), rows, H));
+      for (int size : {1, 2, 3}) {
+        Team team(size);
+        const std::string k = "B=" + std::to_string(B) + ", rows " + std::to_string(rows) + ", " +
+                              std::to_string(size) + " threads, " + (states ? "initial states" : "zero states") + ": ";
+        Vec<double> iy(rows * H, -7), ihn(B * H, -7), icn(B * H, -7), iws(lstm_inference_workspace_elems(rows, B, H));
+        lstm_layer_inference(pk, L.params(), x.data(), states ? h0.data() : nullptr, states ? c0.data() : nullptr,
+                             iy.data(), ihn.data(), icn.data(), iws.data(), &team);
+        expect_close(k + "double y", iy, y, 1e-14);
+        expect_close(k + "double hn", ihn, hn, 1e-14);
+        expect_close(k + "double cn", icn, cn, 1e-14);
+        Vec<float> fy(rows * H, -7), fhn(B * H, -7), fcn(B * H, -7), fws(lstm_inference_workspace_elems(rows, B, H));
+        std::vector<float> packed(lstm_packed_elems(I, H, 0, size), 0.0f);
+        lstm_layer_inference<float>(pk, Lf.params(), xf.data(), states ? h0f.data() : nullptr,
+                                    states ? c0f.data() : nullptr, fy.data(), fhn.data(), fcn.data(), fws.data(),
+                                    &team, packed.data());
+        for (auto [what, got, want] : {std::tuple{"float y", &fy, &y}, {"float hn", &fhn, &hn}, {"float cn", &fcn, &cn}})
+          expect_close(k + what, Vec<double>(got->begin(), got->end()), *want, 2e-5);
+        EXPECT_TRUE(std::any_of(packed.begin(), packed.end(), [](float f) { return f != 0; })) << k << "packed unused";
+      }
+    }
+  }
+}
+
 // The float kernels' exp, sigmoid and tanh (branch-free approximations) agree with double's libm to ~1e-6
 // relative over the whole range of pre-activations, tiny ones included (tanh(x) ~ x there), in the training
 // step and in the inference step, with a hidden size that leaves a scalar tail. Pre-activations up to +-1000

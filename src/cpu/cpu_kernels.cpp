@@ -430,7 +430,9 @@ constexpr int64_t kProjColumns = 16;
 // member's part of dh_{t-1} for the backward pass (K = 4H); the largest of any member's. At least
 // packed_gemm_tn's scratch for whole K blocks of the layer's weight gradients (N = input, R or H), which
 // use the part after the backward time loop: so that how they are multiplied depends on
-// weight_gradients() alone, not on the thread count.
+// weight_gradients() alone, not on the thread count. The members' parts together hold all of W_hh packed
+// (each part's 4 x packed_elems(R, units) rounds its units up to whole panels), which inference by
+// sequences packs over them.
 size_t recurrent_packed_stride(int input, int hidden, int proj, int members) {
   const int R = proj > 0 ? proj : hidden;
   size_t stride = packed_gemm_tn_scratch_elems(std::max({input, R, hidden}));
@@ -510,6 +512,8 @@ size_t lstm_packed_elems(int input, int hidden, int proj, int members) {
          std::max(packed_elems(input, 4 * hidden), packed_elems(4 * hidden, input));
 }
 
+// The gates of a chunk of rows (at least B, the rows inference by sequences uses: each member's of one
+// step), then the B x H cell states.
 size_t lstm_inference_workspace_elems(int64_t rows, int batch, int hidden, int proj) {
   if (proj > 0) return lstm_cache_elems(rows, hidden, proj);
   return static_cast<size_t>(inference_chunk_rows(rows, batch)) * 4 * hidden + static_cast<size_t>(batch) * hidden;
@@ -648,6 +652,73 @@ void lstm_layer_forward(const Packing& packing, const LstmLayerParams<T>& p, con
   });
 }
 
+// Sequences per member from which inference splits the batch's sequences between the members, not the
+// hidden units: enough rows for the products' register tiles (6 and 8), and sampling's single sequence
+// still gets every member.
+constexpr int kSequencesPerMember = 16;
+
+// Member m's sequences [s0, s1): consecutive, about rows / members tokens each, a sequence going to the
+// part where its middle token falls (lengths do not increase: the first members get fewer, longer
+// sequences; a member may get none).
+std::pair<int, int> sequence_share(const Packing& packing, int members, int m) {
+  const auto first = [&](int part) {
+    const int64_t boundary = packing.rows() * part / members;
+    int b = 0;
+    for (int64_t tokens = 0; b < packing.batch() && 2 * tokens + packing.lengths[b] <= 2 * boundary;)
+      tokens += packing.lengths[b++];
+    return b;
+  };
+  return {first(m), m + 1 == members ? packing.batch() : first(m + 1)};
+}
+
+// Inference with each member taking its own sequences through every step: the time loop has no barrier,
+// which split hidden units need at every step (they made eval's two threads wait for each other about a
+// tenth of the time on a shared 2-core host; docs/benchmarks.md, session 22). A step is the member's rows
+// of it: the input product, the recurrent one, then the cell; the gates stay one step's, in the member's
+// rows of the workspace. Every member reads the whole of W_hh, packed over the members' parts (which
+// recurrent_packed_stride sizes to hold it).
+template <class T>
+void inference_by_sequences(const Packing& packing, const LstmLayerParams<T>& p, const T* x, Nullable<const T> h0,
+                            Nullable<const T> c0, T* y, Nullable<T> hn, Nullable<T> cn, T* workspace, Team* team,
+                            float* packed) {
+  const int H = p.hidden, G = 4 * H, I = p.input, B = packing.batch();
+  T* cell = workspace + static_cast<int64_t>(B) * G;  // B x H: each sequence's c, updated in place
+  parallel(team, [&](int m, int members) {
+    float* w_hh = packed;
+    float* w_ih = input_packed(packed, I, H, 0, members);
+    if constexpr (std::is_same_v<T, float>) {
+      if (packed != nullptr) {
+        const auto block = static_cast<int64_t>(packed_elems(H, H));
+        for (int q = 0; q < 4; ++q)
+          pack_b_part(p.w_hh + static_cast<int64_t>(q) * H * H, 1, H, H, H, w_hh + q * block, m, members);
+        pack_input_weights(p.w_ih, G, I, true, w_ih, m, members);
+        sync(team);
+      }
+    }
+    const auto [s0, s1] = sequence_share(packing, members, m);
+    T* gates = workspace + static_cast<int64_t>(s0) * G;
+    const int64_t state0 = static_cast<int64_t>(s0) * H, state1 = static_cast<int64_t>(s1) * H;
+    if (c0 != nullptr)
+      std::copy(c0 + state0, c0 + state1, cell + state0);
+    else
+      std::fill(cell + state0, cell + state1, T(0));
+    for (int t = 0; t < packing.steps(); ++t) {
+      const int rows = std::min(s1, packing.batch_sizes[t]) - s0;
+      if (rows <= 0) break;
+      const int64_t off = packing.step_offset[t] + s0;
+      weights_product<T>(rows, G, I, x + off * I, I, true, p.w_ih, I, w_ih, gates, G);
+      const T* h_prev = t > 0 ? y + (packing.step_offset[t - 1] + s0) * H : h0 != nullptr ? h0 + state0 : nullptr;
+      if (h_prev != nullptr) recurrent_gates<T>(rows, H, 0, H, H, h_prev, p.w_hh, w_hh, gates);
+      cell_forward(rows, H, 0, H, gates, p.b_ih, p.b_hh, nullptr, cell + state0, y + off * H, false);
+    }
+    for (int b = s0; b < s1; ++b) {
+      const int64_t r = packing.row(packing.lengths[b] - 1, b), s = static_cast<int64_t>(b) * H;
+      if (hn != nullptr) std::copy(y + r * H, y + r * H + H, hn + s);
+      if (cn != nullptr) std::copy(cell + s, cell + s + H, cn + s);
+    }
+  });
+}
+
 template <class T>
 void lstm_layer_inference(const Packing& packing, const LstmLayerParams<T>& p, const T* x, Nullable<const T> h0,
                           Nullable<const T> c0, T* y, Nullable<T> hn, Nullable<T> cn, T* workspace, Team* team,
@@ -655,6 +726,10 @@ void lstm_layer_inference(const Packing& packing, const LstmLayerParams<T>& p, c
   if (p.proj > 0)  // the training pass into a cache in the workspace, which inference then drops
     return lstm_layer_forward<T>(packing, p, x, h0, c0, y, hn, cn,
                                  lstm_cache_view(workspace, packing.rows(), p.hidden, p.proj), team, packed);
+  if (packing.batch() >= kSequencesPerMember * (team != nullptr ? team->size() : 1))
+    return inference_by_sequences<T>(packing, p, x, h0, c0, y, hn, cn, workspace, team, packed);
+  // Fewer sequences (sampling's one): members split the hidden units, as in training, with a barrier per
+  // step; the input projection runs over chunks of steps.
   const int H = p.hidden, G = 4 * H, I = p.input, B = packing.batch();
   const int64_t chunk = inference_chunk_rows(packing.rows(), B);
   T* gates = workspace;         // chunk x 4H: pre-activations of the steps in the current chunk

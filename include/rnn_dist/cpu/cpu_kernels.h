@@ -105,8 +105,10 @@ void lstm_layer_forward(const Packing& packing, const LstmLayerParams<T>& p, con
                         Team* team = nullptr, float* packed = nullptr);
 
 // Forward pass of one layer that keeps nothing for a backward pass (evaluation, sampling): the same outputs
-// as lstm_layer_forward, in less memory and time. workspace: lstm_inference_workspace_elems(rows, batch,
-// hidden) elements.
+// as lstm_layer_forward, in less memory and time. With 16 sequences or more per team member, each member
+// takes whole sequences through every step (no barrier in the time loop); with fewer, the members split
+// the hidden units, a barrier per step. workspace: lstm_inference_workspace_elems(rows, batch, hidden)
+// elements.
 template <class T>
 void lstm_layer_inference(const Packing& packing, const LstmLayerParams<T>& p, const T* x, Nullable<const T> h0,
                           Nullable<const T> c0, T* y, Nullable<T> hn, Nullable<T> cn, T* workspace,
