@@ -886,8 +886,9 @@ TEST(CpuPackedRecurrence, FloatWithPackedWeightsMatchesDouble) {
 }
 
 // Inference's two ways of sharing a batch, against the serial double training forward: 5 sequences (the
-// members split the hidden units) and 50 (each member takes whole sequences: 16 or more apiece on 1 to 3
-// threads), one batch of 50 with a sequence of most of the tokens, which leaves one of 3 members none; in
+// members split the hidden units) and 50 (each member takes whole sequences: 16 or more per member on
+// average on 1 to 3 threads), one batch of 50 with a sequence of most of the tokens, which leaves one of 3
+// members none; in
 // double (BLAS) and in float on packed weights, with initial states and with zeros.
 TEST(CpuInference, BothSplitsMatchTheTrainingForward) {
   std::mt19937 rng(31);

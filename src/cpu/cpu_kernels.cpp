@@ -653,8 +653,8 @@ void lstm_layer_forward(const Packing& packing, const LstmLayerParams<T>& p, con
 }
 
 // Sequences per member from which inference splits the batch's sequences between the members, not the
-// hidden units: enough rows for the products' register tiles (6 and 8), and sampling's single sequence
-// still gets every member.
+// hidden units: on average enough rows for the products' register tiles (6 and 8; shares go by tokens, so
+// the first members get fewer, longer sequences), and sampling's single sequence still gets every member.
 constexpr int kSequencesPerMember = 16;
 
 // Member m's sequences [s0, s1): consecutive, about rows / members tokens each, a sequence going to the

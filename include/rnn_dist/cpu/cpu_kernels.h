@@ -79,7 +79,8 @@ size_t lstm_inference_workspace_elems(int64_t rows, int batch, int hidden, int p
 
 // Elements of the weights packed for the products (cpu/packed_gemm.h) of the float kernels below, which
 // take them as `packed` (a scratch buffer they fill on every call: null = BLAS, and null for double): each
-// member's part of the recurrent weights for the time loop, for a team of `members`, then the input
+// member's part of the recurrent weights for the time loop, for a team of `members` (together big enough
+// for the whole of W_hh, which inference by sequences packs over them), then the input
 // weights (of a layer of `input` inputs, or fewer) for the input projection and dx. After the backward
 // time loop each member's part is the scratch of its weight gradients on the packed kernel, and holds at
 // least their whole K blocks. One buffer serves every layer of a stack one after another.
@@ -105,10 +106,10 @@ void lstm_layer_forward(const Packing& packing, const LstmLayerParams<T>& p, con
                         Team* team = nullptr, float* packed = nullptr);
 
 // Forward pass of one layer that keeps nothing for a backward pass (evaluation, sampling): the same outputs
-// as lstm_layer_forward, in less memory and time. With 16 sequences or more per team member, each member
-// takes whole sequences through every step (no barrier in the time loop); with fewer, the members split
-// the hidden units, a barrier per step. workspace: lstm_inference_workspace_elems(rows, batch, hidden)
-// elements.
+// as lstm_layer_forward, in less memory and time. Without a projection and with 16 sequences or more per
+// team member, each member takes whole sequences through every step (no barrier in the time loop);
+// otherwise the members split the hidden units, a barrier per step. workspace:
+// lstm_inference_workspace_elems(rows, batch, hidden) elements.
 template <class T>
 void lstm_layer_inference(const Packing& packing, const LstmLayerParams<T>& p, const T* x, Nullable<const T> h0,
                           Nullable<const T> c0, T* y, Nullable<T> hn, Nullable<T> cn, T* workspace,
