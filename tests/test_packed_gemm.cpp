@@ -82,19 +82,19 @@ TEST(PackedGemm, EveryVariantMatchesADoubleLoopOnEveryTail) {
         }
 }
 
-// C += A^T B (A: k x m, B: k x n), on K blocks and 32-column tiles of A: every variant, shapes with a
-// partial K block, a partial tile and a partial panel, leading dimensions wider than the matrices; the
-// blocks as tall as the scratch allows (256 at most).
+// C += A^T B (A: k x m, B: k x n), A^T read in place, on K blocks: every variant, shapes with a partial K
+// block, a partial panel, rows in every remainder group and past one block of rows (192), leading
+// dimensions wider than the matrices; the blocks as tall as the scratch allows (256 at most).
 TEST(PackedGemm, TransposedProductMatchesADoubleLoop) {
   std::mt19937 rng(30);
-  const int shapes[][3] = {{1, 1, 1}, {32, 16, 256}, {70, 37, 600}, {5, 64, 257}, {100, 3, 40}};
+  const int shapes[][3] = {{1, 1, 1}, {32, 16, 256}, {70, 37, 600}, {5, 64, 257}, {100, 3, 40}, {407, 50, 300}};
   for (int v = 0; v < packed_gemm_variants(); ++v)
     for (const auto& [m, n, k] : shapes) {
       const int lda = m + 3, ldb = n + 2, ldc = n + 5;
       const auto a = random_floats(size_t(k) * lda, rng), b = random_floats(size_t(k) * ldb, rng);
       const auto c0 = random_floats(size_t(m) * ldc, rng);
       // Room for K blocks of 40 rows: several blocks and a partial one where k > 40.
-      std::vector<float> c = c0, scratch(40 * (32 + packed_elems(1, n)), 7.0f);
+      std::vector<float> c = c0, scratch(40 * packed_elems(1, n), 7.0f);
       ASSERT_EQ(packed_gemm_tn_rows(n, scratch.size()), 40);
       packed_gemm_tn(m, n, k, a.data(), lda, b.data(), ldb, c.data(), ldc, scratch.data(), scratch.size(), v);
       const auto [worst, outside_untouched] = agreement(c, c0, m, n, ldc, true, [&](int i, int j) {
@@ -108,7 +108,7 @@ TEST(PackedGemm, TransposedProductMatchesADoubleLoop) {
     }
   EXPECT_EQ(packed_gemm_tn_rows(64, size_t{1} << 20), 256);
   EXPECT_EQ(packed_gemm_tn_rows(64, packed_gemm_tn_scratch_elems(64)), 256);
-  EXPECT_EQ(packed_gemm_tn_rows(64, 32 + 64 - 1), 0);
+  EXPECT_EQ(packed_gemm_tn_rows(64, 64 - 1), 0);
 }
 
 // Several B's in one call (the LSTM's four gate blocks, A's rows packed once for all of them) give, to the

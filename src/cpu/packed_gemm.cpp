@@ -11,7 +11,7 @@ namespace rnn_dist::cpu {
 namespace {
 
 constexpr int kPanel = 16;  // columns per panel: one AVX-512 register of floats
-constexpr int kTnRows = 256, kTnCols = 32;  // packed_gemm_tn: the tallest K block; the columns of A transposed at once
+constexpr int kTnRows = 256;  // packed_gemm_tn: the tallest K block
 
 #if defined(__clang__)
 #pragma clang diagnostic ignored "-Wpsabi"
@@ -107,13 +107,19 @@ RNN_DIST_INLINE void column_block(int m, int k, const float* a, const float* pan
   });
 }
 
-// Rows [0, m) of A (lda apart) over k, packed in row_groups, each group as a tile reads it: the H values
-// of each k together.
+// Rows [0, m) of A over k, packed in row_groups, each group as a tile reads it: the H values of each k
+// together. A is row-major (lda apart), or with a_transposed given as A^T (k x m, lda apart), whose H
+// values of a k are then already contiguous: the weight gradients' dG^T is read in place.
 template <int MR>
-RNN_DIST_INLINE void pack_block(int m, int k, const float* a, int lda, float* packed) {
+RNN_DIST_INLINE void pack_block(int m, int k, const float* a, int lda, bool a_transposed, float* packed) {
   row_groups<MR>(m, 0, [&]<int H>(int row) RNN_DIST_LAMBDA_INLINE {
-    const float* rows = a + int64_t{row} * lda;
     float* to = packed + int64_t{row} * k;
+    if (a_transposed) {
+      for (int i = 0; i < k; ++i)
+        RNN_DIST_UNROLL for (int q = 0; q < H; ++q) to[int64_t{i} * H + q] = a[int64_t{i} * lda + row + q];
+      return;
+    }
+    const float* rows = a + int64_t{row} * lda;
     for (int i = 0; i < k; ++i)
       RNN_DIST_UNROLL for (int q = 0; q < H; ++q) to[int64_t{i} * H + q] = rows[int64_t{q} * lda + i];
   });
@@ -135,16 +141,18 @@ RNN_DIST_INLINE void product_rows(int m, int n, int k, const float* a, const flo
 // rows of A are then one stream of MR floats per k, where unpacked each of its MR broadcasts read a row of
 // its own, lda floats apart (at L's K of 1024 and 4096 a multiple of 4 kB, which puts every row in the same
 // L1 set): L's LSTM 1.09-1.16x faster, S's unchanged (docs/benchmarks.md, session 18). The packed block is
-// on the stack: the product allocates nothing.
+// on the stack: the product allocates nothing. With a_transposed, a holds A^T (k x m, lda apart).
 template <class V, int MR, int NP>
-RNN_DIST_INLINE void product(int m, int n, int k, const float* a, int lda, const float* packed, bool accumulate,
-                             float* c, int ldc, int blocks, int64_t packed_stride, int64_t c_stride) {
+RNN_DIST_INLINE void product(int m, int n, int k, const float* a, int lda, bool a_transposed, const float* packed,
+                             bool accumulate, float* c, int ldc, int blocks, int64_t packed_stride,
+                             int64_t c_stride) {
   const int64_t panel = int64_t{kPanel} * k;
   alignas(64) float block[kMc * kKc];
   for (int m0 = 0; m0 < m; m0 += kMc)
     for (int k0 = 0; k0 < k; k0 += kKc) {
       const int rows = std::min(kMc, m - m0), ks = std::min(kKc, k - k0);
-      pack_block<MR>(rows, ks, a + int64_t{m0} * lda + k0, lda, block);
+      pack_block<MR>(rows, ks, a_transposed ? a + int64_t{k0} * lda + m0 : a + int64_t{m0} * lda + k0, lda,
+                     a_transposed, block);
       for (int q = 0; q < blocks; ++q) {
         const float* next = q + 1 < blocks ? packed + (q + 1) * packed_stride + int64_t{kPanel} * k0
                             : k0 + kKc < k ? packed + int64_t{kPanel} * (k0 + kKc)
@@ -189,27 +197,29 @@ RNN_DIST_INLINE void product_rows(int m, int n, int k, const float* a, const flo
   }
 }
 
-using Product = void (*)(int, int, int, const float*, int, const float*, bool, float*, int, int, int64_t, int64_t);
+using Product = void (*)(int, int, int, const float*, int, bool, const float*, bool, float*, int, int, int64_t,
+                         int64_t);
 
 // Register blocks per instruction set: AVX-512's 32 registers hold 8 rows x 3 panels of accumulators (three
 // loads of B and eight broadcasts of A per 24 FMAs; 8 x 2, 6 x 4, 12 x 2 and 4 x 4 were slower over the
 // LSTM's shapes, docs/benchmarks.md, session 16); AVX2's 16 hold 6 rows x 1 panel (two registers each);
 // the baseline's 16 SSE registers 2 rows x 1 panel (four each).
-void product_base(int m, int n, int k, const float* a, int lda, const float* packed, bool accumulate, float* c,
-                  int ldc, int blocks, int64_t packed_stride, int64_t c_stride) {
-  product<F4, 2, 1>(m, n, k, a, lda, packed, accumulate, c, ldc, blocks, packed_stride, c_stride);
+void product_base(int m, int n, int k, const float* a, int lda, bool a_transposed, const float* packed,
+                  bool accumulate, float* c, int ldc, int blocks, int64_t packed_stride, int64_t c_stride) {
+  product<F4, 2, 1>(m, n, k, a, lda, a_transposed, packed, accumulate, c, ldc, blocks, packed_stride, c_stride);
 }
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define RNN_DIST_PACKED_X86 1
-[[gnu::target("arch=x86-64-v3")]] void product_avx2(int m, int n, int k, const float* a, int lda, const float* packed,
-                                                   bool accumulate, float* c, int ldc, int blocks,
-                                                   int64_t packed_stride, int64_t c_stride) {
-  product<F8, 6, 1>(m, n, k, a, lda, packed, accumulate, c, ldc, blocks, packed_stride, c_stride);
+[[gnu::target("arch=x86-64-v3")]] void product_avx2(int m, int n, int k, const float* a, int lda, bool a_transposed,
+                                                   const float* packed, bool accumulate, float* c, int ldc,
+                                                   int blocks, int64_t packed_stride, int64_t c_stride) {
+  product<F8, 6, 1>(m, n, k, a, lda, a_transposed, packed, accumulate, c, ldc, blocks, packed_stride, c_stride);
 }
 [[gnu::target("arch=x86-64-v4")]] void product_avx512(int m, int n, int k, const float* a, int lda,
-                                                     const float* packed, bool accumulate, float* c, int ldc,
-                                                     int blocks, int64_t packed_stride, int64_t c_stride) {
-  product<F16, 8, 3>(m, n, k, a, lda, packed, accumulate, c, ldc, blocks, packed_stride, c_stride);
+                                                     bool a_transposed, const float* packed, bool accumulate,
+                                                     float* c, int ldc, int blocks, int64_t packed_stride,
+                                                     int64_t c_stride) {
+  product<F16, 8, 3>(m, n, k, a, lda, a_transposed, packed, accumulate, c, ldc, blocks, packed_stride, c_stride);
 }
 #endif
 
@@ -231,6 +241,13 @@ int runnable_variants() {
   if (__builtin_cpu_supports("x86-64-v3")) return 2;
 #endif
   return 1;
+}
+
+// The variant's product: -1 for the best this CPU runs; any other must be one it runs.
+Product product_variant(int variant) {
+  if (variant < 0) return kVariants[packed_gemm_variants() - 1].fn;
+  packed_gemm_variant_name(variant);  // checks it
+  return kVariants[variant].fn;
 }
 
 }  // namespace
@@ -280,18 +297,14 @@ void packed_gemm(int m, int n, int k, const float* a, int lda, const float* pack
 void packed_gemm_blocks(int m, int n, int k, const float* a, int lda, int blocks, const float* packed,
                         int64_t packed_stride, bool accumulate, float* c, int ldc, int64_t c_stride, int variant) {
   if (m <= 0 || n <= 0 || blocks <= 0) return;
-  if (variant < 0)
-    variant = packed_gemm_variants() - 1;
-  else
-    packed_gemm_variant_name(variant);  // checks it
-  kVariants[variant].fn(m, n, k, a, lda, packed, accumulate, c, ldc, blocks, packed_stride, c_stride);
+  product_variant(variant)(m, n, k, a, lda, false, packed, accumulate, c, ldc, blocks, packed_stride, c_stride);
 }
 
-// A K block of r rows takes r x kTnCols floats of A transposed and packed_elems(r, n) of B packed.
-size_t packed_gemm_tn_scratch_elems(int n) { return size_t{kTnRows} * (kTnCols + packed_elems(1, n)); }
+// A K block of r rows takes packed_elems(r, n) floats of B packed.
+size_t packed_gemm_tn_scratch_elems(int n) { return size_t{kTnRows} * packed_elems(1, n); }
 
 int packed_gemm_tn_rows(int n, size_t elems) {
-  return static_cast<int>(std::min<size_t>(kTnRows, elems / (kTnCols + packed_elems(1, n))));
+  return static_cast<int>(std::min<size_t>(kTnRows, elems / packed_elems(1, n)));
 }
 
 bool packed_gemm_runs_avx512() { return std::strcmp(kVariants[packed_gemm_variants() - 1].name, "AVX-512") == 0; }
@@ -301,19 +314,11 @@ void packed_gemm_tn(int m, int n, int k, const float* a, int lda, const float* b
   if (m <= 0 || n <= 0) return;
   const int block = packed_gemm_tn_rows(n, elems);
   if (block == 0) throw Error(cat("packed_gemm_tn: ", elems, " floats of scratch hold no K block for n = ", n));
-  float* at = scratch;
-  float* pb = scratch + size_t{kTnCols} * block;
+  const Product fn = product_variant(variant);
   for (int k0 = 0; k0 < k; k0 += block) {
     const int ks = std::min(block, k - k0);
-    pack_b(b + int64_t{k0} * ldb, ldb, 1, ks, n, pb);
-    for (int i0 = 0; i0 < m; i0 += kTnCols) {
-      const int w = std::min(kTnCols, m - i0);
-      for (int r = 0; r < ks; ++r) {
-        const float* src = a + int64_t{k0 + r} * lda + i0;
-        for (int i = 0; i < w; ++i) at[int64_t{i} * ks + r] = src[i];
-      }
-      packed_gemm(w, n, ks, at, ks, pb, true, c + int64_t{i0} * ldc, ldc, variant);
-    }
+    pack_b(b + int64_t{k0} * ldb, ldb, 1, ks, n, scratch);
+    fn(m, n, ks, a + int64_t{k0} * lda, lda, true, scratch, true, c, ldc, 1, 0, 0);
   }
 }
 

@@ -44,10 +44,11 @@ void packed_gemm_blocks(int m, int n, int k, const float* a, int lda, int blocks
                         int variant = -1);
 // C (m x n, ldc) += A^T B, A (k x m, lda) and B (k x n, ldb) row-major: the weight gradients of a layer
 // (dW = dG^T x, K = its rows), on the packed kernel. K goes in blocks of up to 256 rows: each block of B
-// is packed, and A's block is transposed 32 columns at a time (tiles of 64-256 columns were slower: the
-// transposing writes miss). The blocks are as tall as `scratch` (`elems` floats) allows:
+// is packed into `scratch`, and A^T is read in place (a tile's MR values of each k are contiguous in a
+// row of A; with A first transposed into scratch, S's LSTM ran 1.06-1.12x slower on 2 threads,
+// docs/benchmarks.md, session 22). The blocks are as tall as `scratch` (`elems` floats) allows:
 // packed_gemm_tn_rows of them, 256 from packed_gemm_tn_scratch_elems(n) on. 1.3-1.9x OpenBLAS's AVX2
-// kernels on an AVX-512 CPU, 0.8-0.94x its AVX-512 ones (docs/benchmarks.md, session 15).
+// kernels on an AVX-512 CPU (session 15).
 size_t packed_gemm_tn_scratch_elems(int n);
 int packed_gemm_tn_rows(int n, size_t elems);
 void packed_gemm_tn(int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c, int ldc,
