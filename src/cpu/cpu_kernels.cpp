@@ -30,6 +30,7 @@ int blas_dim(int64_t n) {
 // (GCC only: clang refuses calls between the AVX clones and the always-inline helpers, whose ABIs differ.)
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__ELF__)
 #define RNN_DIST_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define RNN_DIST_CELL_VERSIONS 1  // the same three targets, with a body each (the cell's width differs)
 #else
 #define RNN_DIST_VECTOR_CLONES
 #endif
@@ -49,8 +50,11 @@ int blas_dim(int64_t n) {
 using F8 = float __attribute__((vector_size(32)));
 using I8 = int32_t __attribute__((vector_size(32)));
 constexpr int kLanes = 8;
+// Sixteen lanes, one AVX-512 register: the LSTM cell's width on CPUs that have it (cell_forward).
+using F16 = float __attribute__((vector_size(64)));
+using I16 = int32_t __attribute__((vector_size(64)));
 
-// The same code runs on float (loop tails) and on F8 (the body of every loop).
+// The same code runs on float (loop tails) and on F8 or F16 (the body of every loop).
 template <class V>
 RNN_DIST_INLINE V splat(float c) {
   if constexpr (std::is_same_v<V, float>)
@@ -76,6 +80,10 @@ RNN_DIST_INLINE float from_bits(int32_t x) { return std::bit_cast<float>(x); }
 RNN_DIST_INLINE F8 from_bits(const I8& x) { return std::bit_cast<F8>(x); }
 RNN_DIST_INLINE int32_t to_int(float x) { return static_cast<int32_t>(x); }
 RNN_DIST_INLINE I8 to_int(const F8& x) { return __builtin_convertvector(x, I8); }
+RNN_DIST_INLINE F16 select(const I16& m, const F16& a, const F16& b) { return m ? a : b; }
+RNN_DIST_INLINE I16 bits(const F16& x) { return std::bit_cast<I16>(x); }
+RNN_DIST_INLINE F16 from_bits(const I16& x) { return std::bit_cast<F16>(x); }
+RNN_DIST_INLINE I16 to_int(const F16& x) { return __builtin_convertvector(x, I16); }
 
 // Float exp, sigmoid and tanh with relative error about 2e-7 (libm's are scalar calls, which dominated
 // the LSTM's elementwise time). Double keeps libm: it is the oracle of the finite-difference tests.
@@ -123,16 +131,23 @@ RNN_DIST_INLINE float act_sigmoid(float x) { return sigmoid_approx(x); }
 RNN_DIST_INLINE F8 act_sigmoid(const F8& x) { return sigmoid_approx(x); }
 RNN_DIST_INLINE float act_tanh(float x) { return tanh_approx(x); }
 RNN_DIST_INLINE F8 act_tanh(const F8& x) { return tanh_approx(x); }
+RNN_DIST_INLINE F16 act_sigmoid(const F16& x) { return sigmoid_approx(x); }
+RNN_DIST_INLINE F16 act_tanh(const F16& x) { return tanh_approx(x); }
 RNN_DIST_INLINE double act_sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 RNN_DIST_INLINE double act_tanh(double x) { return std::tanh(x); }
 
-// A loop over [begin, end) that runs body.template operator()<V>(j) on full vectors of lanes (float) and
-// then on the scalar tail (all of double).
-template <class T, class Body>
+// A loop over [begin, end) that runs body.template operator()<V>(j) on full vectors of lanes (float: Wide,
+// then one F8 where Wide is F16) and then on the scalar tail (all of double). Every lane computes the same
+// operations whatever the width, so the width does not change a result.
+template <class T, class Wide = F8, class Body>
 RNN_DIST_INLINE void for_lanes(int begin, int end, Body&& body) {
   int j = begin;
-  if constexpr (std::is_same_v<T, float>)
-    for (; j + kLanes <= end; j += kLanes) body.template operator()<F8>(j);
+  if constexpr (std::is_same_v<T, float>) {
+    constexpr int lanes = sizeof(Wide) / sizeof(float);
+    for (; j + lanes <= end; j += lanes) body.template operator()<Wide>(j);
+    if constexpr (lanes > kLanes)
+      if (j + kLanes <= end) body.template operator()<F8>(j), j += kLanes;
+  }
   for (; j < end; ++j) body.template operator()<T>(j);
 }
 
@@ -156,7 +171,7 @@ RNN_DIST_INLINE void st(T* p, const V& v) {
 // without biases (bt x 4H, blocks i, f, g, o); h gets o * tanh(c). Training (keep = true) stores the
 // activated gates over the pre-activations and c_t in `cell`, reading c_{t-1} from c_prev (null = zeros);
 // inference (keep = false) keeps nothing and updates the state `cell` in place (c_prev is not read).
-template <class T, bool keep>
+template <class T, bool keep, class Wide = F8>
 RNN_DIST_INLINE void cell_forward_impl(int bt, int H, int j0, int j1, T* gates, const T* b_ih, const T* b_hh,
                                        const T* c_prev, T* cell, T* h) {
   for (int b = 0; b < bt; ++b) {
@@ -165,7 +180,7 @@ RNN_DIST_INLINE void cell_forward_impl(int bt, int H, int j0, int j1, T* gates, 
     T* c = cell + s;
     T* hb = h + s;
     const T* cp = keep ? (c_prev != nullptr ? c_prev + s : nullptr) : c;
-    for_lanes<T>(j0, j1, [&]<class V>(int j) RNN_DIST_LAMBDA_INLINE {
+    for_lanes<T, Wide>(j0, j1, [&]<class V>(int j) RNN_DIST_LAMBDA_INLINE {
       const V i = act_sigmoid(ld<V>(gi + j) + ld<V>(b_ih + j) + ld<V>(b_hh + j));
       const V f = act_sigmoid(ld<V>(gi + H + j) + ld<V>(b_ih + H + j) + ld<V>(b_hh + H + j));
       const V g = act_tanh(ld<V>(gi + 2 * H + j) + ld<V>(b_ih + 2 * H + j) + ld<V>(b_hh + 2 * H + j));
@@ -187,7 +202,7 @@ RNN_DIST_INLINE void cell_forward_impl(int bt, int H, int j0, int j1, T* gates, 
 // The gradient of one time step over rows [0, bt) and hidden units [j0, j1): gates (activated, bt x 4H)
 // are overwritten with the gradients of the pre-activations; dh (bt x H) is dL/dh_t without dy_t (null =
 // 0), which is added here; dc carries dL/dc_t in and dL/dc_{t-1} out.
-template <class T>
+template <class T, class Wide = F8>
 RNN_DIST_INLINE void cell_backward_impl(int bt, int H, int j0, int j1, T* gates, const T* cell, const T* c_prev,
                                         const T* dh, const T* dy, T* dc) {
   for (int b = 0; b < bt; ++b) {
@@ -198,7 +213,7 @@ RNN_DIST_INLINE void cell_backward_impl(int bt, int H, int j0, int j1, T* gates,
     T* dcb = dc + s;
     const T* cp = c_prev != nullptr ? c_prev + s : nullptr;
     const T* dyb = dy != nullptr ? dy + s : nullptr;
-    for_lanes<T>(j0, j1, [&]<class V>(int j) RNN_DIST_LAMBDA_INLINE {
+    for_lanes<T, Wide>(j0, j1, [&]<class V>(int j) RNN_DIST_LAMBDA_INLINE {
       const V i = ld<V>(gi + j), f = ld<V>(gi + H + j), g = ld<V>(gi + 2 * H + j), o = ld<V>(gi + 3 * H + j);
       const V tc = act_tanh(ld<V>(cb + j));
       V dhj = ld<V>(dhb + j);
@@ -213,13 +228,32 @@ RNN_DIST_INLINE void cell_backward_impl(int bt, int H, int j0, int j1, T* gates,
   }
 }
 
-RNN_DIST_VECTOR_CLONES void cell_forward(int bt, int H, int j0, int j1, float* gates, const float* b_ih,
-                                         const float* b_hh, const float* c_prev, float* cell, float* h,
-                                         bool keep_gates) {
-  if (keep_gates)
-    cell_forward_impl<float, true>(bt, H, j0, j1, gates, b_ih, b_hh, c_prev, cell, h);
+// The float cell in three versions, the loader picking the best the CPU runs: AVX-512's in sixteen lanes
+// (eight left its upper halves idle), AVX2's and the baseline's in eight.
+template <class Wide>
+RNN_DIST_INLINE void cell_forward_float(int bt, int H, int j0, int j1, float* gates, const float* b_ih,
+                                        const float* b_hh, const float* c_prev, float* cell, float* h, bool keep) {
+  if (keep)
+    cell_forward_impl<float, true, Wide>(bt, H, j0, j1, gates, b_ih, b_hh, c_prev, cell, h);
   else
-    cell_forward_impl<float, false>(bt, H, j0, j1, gates, b_ih, b_hh, c_prev, cell, h);
+    cell_forward_impl<float, false, Wide>(bt, H, j0, j1, gates, b_ih, b_hh, c_prev, cell, h);
+}
+#ifdef RNN_DIST_CELL_VERSIONS
+[[gnu::target("arch=x86-64-v4")]] void cell_forward(int bt, int H, int j0, int j1, float* gates, const float* b_ih,
+                                                   const float* b_hh, const float* c_prev, float* cell, float* h,
+                                                   bool keep_gates) {
+  cell_forward_float<F16>(bt, H, j0, j1, gates, b_ih, b_hh, c_prev, cell, h, keep_gates);
+}
+[[gnu::target("arch=x86-64-v3")]] void cell_forward(int bt, int H, int j0, int j1, float* gates, const float* b_ih,
+                                                   const float* b_hh, const float* c_prev, float* cell, float* h,
+                                                   bool keep_gates) {
+  cell_forward_float<F8>(bt, H, j0, j1, gates, b_ih, b_hh, c_prev, cell, h, keep_gates);
+}
+[[gnu::target("default")]]
+#endif
+void cell_forward(int bt, int H, int j0, int j1, float* gates, const float* b_ih, const float* b_hh,
+                  const float* c_prev, float* cell, float* h, bool keep_gates) {
+  cell_forward_float<F8>(bt, H, j0, j1, gates, b_ih, b_hh, c_prev, cell, h, keep_gates);
 }
 void cell_forward(int bt, int H, int j0, int j1, double* gates, const double* b_ih, const double* b_hh,
                   const double* c_prev, double* cell, double* h, bool keep_gates) {
@@ -229,9 +263,22 @@ void cell_forward(int bt, int H, int j0, int j1, double* gates, const double* b_
     cell_forward_impl<double, false>(bt, H, j0, j1, gates, b_ih, b_hh, c_prev, cell, h);
 }
 
-RNN_DIST_VECTOR_CLONES void cell_backward(int bt, int H, int j0, int j1, float* gates, const float* cell,
-                                          const float* c_prev, const float* dh, const float* dy, float* dc) {
-  cell_backward_impl<float>(bt, H, j0, j1, gates, cell, c_prev, dh, dy, dc);
+#ifdef RNN_DIST_CELL_VERSIONS
+[[gnu::target("arch=x86-64-v4")]] void cell_backward(int bt, int H, int j0, int j1, float* gates, const float* cell,
+                                                    const float* c_prev, const float* dh, const float* dy,
+                                                    float* dc) {
+  cell_backward_impl<float, F16>(bt, H, j0, j1, gates, cell, c_prev, dh, dy, dc);
+}
+[[gnu::target("arch=x86-64-v3")]] void cell_backward(int bt, int H, int j0, int j1, float* gates, const float* cell,
+                                                    const float* c_prev, const float* dh, const float* dy,
+                                                    float* dc) {
+  cell_backward_impl<float, F8>(bt, H, j0, j1, gates, cell, c_prev, dh, dy, dc);
+}
+[[gnu::target("default")]]
+#endif
+void cell_backward(int bt, int H, int j0, int j1, float* gates, const float* cell, const float* c_prev,
+                   const float* dh, const float* dy, float* dc) {
+  cell_backward_impl<float, F8>(bt, H, j0, j1, gates, cell, c_prev, dh, dy, dc);
 }
 void cell_backward(int bt, int H, int j0, int j1, double* gates, const double* cell, const double* c_prev,
                    const double* dh, const double* dy, double* dc) {
