@@ -83,11 +83,11 @@ TEST(PackedGemm, EveryVariantMatchesADoubleLoopOnEveryTail) {
 }
 
 // C += A^T B (A: k x m, B: k x n), A^T read in place, on K blocks: every variant, shapes with a partial K
-// block, a partial panel, rows in every remainder group and past one block of rows (192), leading
-// dimensions wider than the matrices; the blocks as tall as the scratch allows (256 at most).
+// block, a partial panel, rows past one block of rows (192) and in every remainder group (411: 2 x 192 +
+// 27), leading dimensions wider than the matrices; the blocks as tall as the scratch allows (256 at most).
 TEST(PackedGemm, TransposedProductMatchesADoubleLoop) {
   std::mt19937 rng(30);
-  const int shapes[][3] = {{1, 1, 1}, {32, 16, 256}, {70, 37, 600}, {5, 64, 257}, {100, 3, 40}, {407, 50, 300}};
+  const int shapes[][3] = {{1, 1, 1}, {32, 16, 256}, {70, 37, 600}, {5, 64, 257}, {100, 3, 40}, {411, 50, 300}};
   for (int v = 0; v < packed_gemm_variants(); ++v)
     for (const auto& [m, n, k] : shapes) {
       const int lda = m + 3, ldb = n + 2, ldc = n + 5;
