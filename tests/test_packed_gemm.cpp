@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "rnn_dist/util/error.h"
@@ -95,7 +96,7 @@ TEST(PackedGemm, TransposedProductMatchesADoubleLoop) {
       const auto c0 = random_floats(size_t(m) * ldc, rng);
       // Room for K blocks of 40 rows: several blocks and a partial one where k > 40.
       std::vector<float> c = c0, scratch(40 * packed_elems(1, n), 7.0f);
-      ASSERT_EQ(packed_gemm_tn_rows(n, scratch.size()), 40);
+      ASSERT_EQ(packed_gemm_tn_rows({n}, scratch.size()), 40);
       packed_gemm_tn(m, n, k, a.data(), lda, b.data(), ldb, c.data(), ldc, scratch.data(), scratch.size(), v);
       const auto [worst, outside_untouched] = agreement(c, c0, m, n, ldc, true, [&](int i, int j) {
         double sum = 0;
@@ -106,9 +107,50 @@ TEST(PackedGemm, TransposedProductMatchesADoubleLoop) {
                                                     << " k=" << k;
       EXPECT_TRUE(outside_untouched) << packed_gemm_variant_name(v) << " m=" << m << " n=" << n << " k=" << k;
     }
-  EXPECT_EQ(packed_gemm_tn_rows(64, size_t{1} << 20), 256);
-  EXPECT_EQ(packed_gemm_tn_rows(64, packed_gemm_tn_scratch_elems(64)), 256);
-  EXPECT_EQ(packed_gemm_tn_rows(64, 64 - 1), 0);
+  EXPECT_EQ(packed_gemm_tn_rows({64}, size_t{1} << 20), 256);
+  EXPECT_EQ(packed_gemm_tn_rows({64}, packed_gemm_tn_scratch_elems({64})), 256);
+  EXPECT_EQ(packed_gemm_tn_rows({64}, 64 - 1), 0);
+  // Widths round up to whole panels each: 8 and 8 columns take two.
+  EXPECT_EQ(packed_gemm_tn_rows({8, 8}, 40 * 32), 40);
+  EXPECT_EQ(packed_gemm_tn_rows({8, 8}, 40 * 32 - 1), 39);
+}
+
+// Products of one A in one pass (a layer's dW_ih and dW_hh from its dG) give, to the bit, one call per
+// product: every variant, widths apart and in partial panels, K in several blocks and a partial one, rows
+// past one row block; the C's columns past n untouched. A scratch that holds no K block of them all is
+// refused.
+TEST(PackedGemm, TransposedProductsInOnePassAreOneCallEach) {
+  std::mt19937 rng(32);
+  const int shapes[][4] = {{32, 64, 256, 600}, {411, 37, 5, 300}, {7, 16, 1, 41}};
+  for (int v = 0; v < packed_gemm_variants(); ++v)
+    for (const auto& [m, n1, n2, k] : shapes) {
+      const int lda = m + 3, ldb1 = n1 + 1, ldb2 = n2 + 4, ldc1 = n1 + 2, ldc2 = n2 + 3;
+      const auto a = random_floats(size_t(k) * lda, rng), b1 = random_floats(size_t(k) * ldb1, rng),
+                 b2 = random_floats(size_t(k) * ldb2, rng);
+      const auto c1 = random_floats(size_t(m) * ldc1, rng), c2 = random_floats(size_t(m) * ldc2, rng);
+      std::vector<float> one1 = c1, one2 = c2, each1 = c1, each2 = c2;
+      std::vector<float> scratch(40 * (packed_elems(1, n1) + packed_elems(1, n2)), 7.0f);
+      ASSERT_EQ(packed_gemm_tn_rows({n1, n2}, scratch.size()), 40);
+      const TnProduct products[] = {{b1.data(), ldb1, n1, one1.data(), ldc1}, {b2.data(), ldb2, n2, one2.data(), ldc2}};
+      packed_gemm_tn(m, k, a.data(), lda, products, scratch.data(), scratch.size(), v);
+      packed_gemm_tn(m, n1, k, a.data(), lda, b1.data(), ldb1, each1.data(), ldc1, scratch.data(), scratch.size(), v);
+      packed_gemm_tn(m, n2, k, a.data(), lda, b2.data(), ldb2, each2.data(), ldc2, scratch.data(), scratch.size(), v);
+      const std::string shape = std::string(packed_gemm_variant_name(v)) + " m=" + std::to_string(m) +
+                                " n=" + std::to_string(n1) + "+" + std::to_string(n2) + " k=" + std::to_string(k);
+      EXPECT_EQ(one1, each1) << shape;
+      EXPECT_EQ(one2, each2) << shape;
+      EXPECT_NE(one1, c1) << shape << ": nothing written";
+      const auto [worst, outside_untouched] = agreement(one2, c2, m, n2, ldc2, true, [&](int i, int j) {
+        double sum = 0;
+        for (int q = 0; q < k; ++q) sum += double(a[size_t(q) * lda + i]) * b2[size_t(q) * ldb2 + j];
+        return sum;
+      });
+      EXPECT_LT(worst, 2e-6 * std::sqrt(double(k))) << shape;
+      EXPECT_TRUE(outside_untouched) << shape;
+    }
+  std::vector<float> a(4), b(4), c(4), scratch(16);
+  const TnProduct two[] = {{b.data(), 1, 1, c.data(), 1}, {b.data(), 1, 1, c.data(), 1}};
+  EXPECT_THROW(packed_gemm_tn(1, 1, a.data(), 1, two, scratch.data(), scratch.size()), Error);
 }
 
 // Several B's in one call (the LSTM's four gate blocks, A's rows packed once for all of them) give, to the

@@ -498,14 +498,14 @@ constexpr int64_t kProjColumns = 16;
 // Elements of each member's part of the packed recurrent weights: units [j0, j1) of every gate block of
 // W_hh for the forward pass (4 blocks of packed_elems(R, j1 - j0)), or the columns of W_hh that give the
 // member's part of dh_{t-1} for the backward pass (K = 4H); the largest of any member's. At least
-// packed_gemm_tn's scratch for whole K blocks of the layer's weight gradients (N = input, R or H), which
-// use the part after the backward time loop: so that how they are multiplied depends on
+// packed_gemm_tn's scratch for whole K blocks of the layer's weight gradients (N = input and R in one pass,
+// or H), which use the part after the backward time loop: so that how they are multiplied depends on
 // weight_gradients() alone, not on the thread count. The members' parts together hold all of W_hh packed
 // (each part's 4 x packed_elems(R, units) rounds its units up to whole panels), which inference by
 // sequences packs over them.
 size_t recurrent_packed_stride(int input, int hidden, int proj, int members) {
   const int R = proj > 0 ? proj : hidden;
-  size_t stride = packed_gemm_tn_scratch_elems(std::max({input, R, hidden}));
+  size_t stride = std::max(packed_gemm_tn_scratch_elems({input, R}), packed_gemm_tn_scratch_elems({hidden}));
   for (int m = 0; m < members; ++m) {
     const auto [j0, j1] = share(hidden, members, m, kLanes);
     const auto [p0, p1] = share(R, members, m, kProjColumns);
@@ -559,6 +559,23 @@ void weight_gradient(int m, int n, int rows, const T* a, int lda, const T* b, in
   gemm<T>(true, false, m, n, rows, T(1), a, lda, b, ldb, T(1), dw, ldw);
 }
 
+// Output rows [g0, g1) of dW_ih += dG^T x (x: rows x I) and dW_hh += dG^T h_prev (rows x R), as two
+// weight_gradient calls would make them; on the packed kernel in one pass over dG, which then comes from
+// memory once, not twice.
+template <class T>
+void input_and_recurrent_gradients(int g0, int g1, int rows, const T* dg, int G, const T* x, int I, const T* h_prev,
+                                   int R, LstmLayerGrads<T> grads, float* scratch, size_t scratch_elems) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (scratch != nullptr && weight_gradients() == WeightGradients::packed) {
+      const TnProduct products[] = {{x, I, I, grads.w_ih + int64_t{g0} * I, I},
+                                    {h_prev, R, R, grads.w_hh + int64_t{g0} * R, R}};
+      return packed_gemm_tn(g1 - g0, rows, dg + g0, G, products, scratch, scratch_elems);
+    }
+  }
+  weight_gradient<T>(g1 - g0, I, rows, dg + g0, G, x, I, grads.w_ih + int64_t{g0} * I, I, scratch, scratch_elems);
+  weight_gradient<T>(g1 - g0, R, rows, dg + g0, G, h_prev, R, grads.w_hh + int64_t{g0} * R, R, scratch,
+                     scratch_elems);
+}
 
 // Columns [c0, c1) of dh (m x R) = dG (m x 4H) W_hh (4H x R).
 template <class T>
@@ -662,9 +679,7 @@ void lstm_proj_backward(const Packing& packing, const LstmLayerParams<T>& p, con
     }
     const auto [g0, g1] = int_share(G, members, m);
     const size_t scratch = recurrent_packed_stride(I, H, P, members);
-    weight_gradient<T>(g1 - g0, I, rows, dgates + g0, G, x, I, grads.w_ih + int64_t{g0} * I, I, mine, scratch);
-    weight_gradient<T>(g1 - g0, P, rows, dgates + g0, G, cache.h_prev, P, grads.w_hh + int64_t{g0} * P, P, mine,
-                       scratch);
+    input_and_recurrent_gradients<T>(g0, g1, rows, dgates, G, x, I, cache.h_prev, P, grads, mine, scratch);
     add_bias_sums(H, j0, j1, bias_sums, grads.b_ih, grads.b_hh);
     weight_gradient<T>(p1 - p0, H, rows, dh_all + p0, P, cache.m, H, grads.w_hr + int64_t{p0} * H, H, mine, scratch);
     if (dx != nullptr) input_gradient<T>(rows, G, I, dgates, p.w_ih, in_w, dx, m, members);
@@ -910,9 +925,7 @@ void lstm_layer_backward(const Packing& packing, const LstmLayerParams<T>& p, co
     // The loop's last barrier completed dG: weight gradients by output rows, dx by input rows.
     const auto [g0, g1] = int_share(G, members, m);
     const size_t scratch = recurrent_packed_stride(I, H, 0, members);
-    weight_gradient<T>(g1 - g0, I, rows, dgates + g0, G, x, I, grads.w_ih + int64_t{g0} * I, I, mine, scratch);
-    weight_gradient<T>(g1 - g0, H, rows, dgates + g0, G, cache.h_prev, H, grads.w_hh + int64_t{g0} * H, H, mine,
-                       scratch);
+    input_and_recurrent_gradients<T>(g0, g1, rows, dgates, G, x, I, cache.h_prev, H, grads, mine, scratch);
     add_bias_sums(H, j0, j1, bias_sums, grads.b_ih, grads.b_hh);
     if (dx != nullptr) input_gradient<T>(rows, G, I, dgates, p.w_ih, in_w, dx, m, members);
   });

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <initializer_list>
 
 #include "rnn_dist/util/error.h"
 
@@ -12,6 +13,15 @@ namespace {
 
 constexpr int kPanel = 16;  // columns per panel: one AVX-512 register of floats
 constexpr int kTnRows = 256;  // packed_gemm_tn: the tallest K block
+constexpr int kMaxTargets = 4;  // products of one call to a variant
+
+// One product of a call: C (n columns, ldc) from A's rows and a B packed over the call's k.
+struct Target {
+  const float* packed;
+  int n;
+  float* c;
+  int ldc;
+};
 
 #if defined(__clang__)
 #pragma clang diagnostic ignored "-Wpsabi"
@@ -137,15 +147,14 @@ template <class V, int MR, int NP>
 RNN_DIST_INLINE void product_rows(int m, int n, int k, const float* a, const float* packed, int64_t panel,
                                   const float* next, bool accumulate, float* c, int ldc);
 
-// Blocks of kMc rows by kKc of K, each over every column of every B, A's block packed first: a tile's MR
+// Blocks of kMc rows by kKc of K, each over every column of every target's B, A's block packed first: a tile's MR
 // rows of A are then one stream of MR floats per k, where unpacked each of its MR broadcasts read a row of
 // its own, lda floats apart (at L's K of 1024 and 4096 a multiple of 4 kB, which puts every row in the same
 // L1 set): L's LSTM 1.09-1.16x faster, S's unchanged (docs/benchmarks.md, session 18). The packed block is
 // on the stack: the product allocates nothing. With a_transposed, a holds A^T (k x m, lda apart).
 template <class V, int MR, int NP>
-RNN_DIST_INLINE void product(int m, int n, int k, const float* a, int lda, bool a_transposed, const float* packed,
-                             bool accumulate, float* c, int ldc, int blocks, int64_t packed_stride,
-                             int64_t c_stride) {
+RNN_DIST_INLINE void product(int m, int k, const float* a, int lda, bool a_transposed, const Target* targets,
+                             int count, bool accumulate) {
   const int64_t panel = int64_t{kPanel} * k;
   alignas(64) float block[kMc * kKc];
   for (int m0 = 0; m0 < m; m0 += kMc)
@@ -153,12 +162,13 @@ RNN_DIST_INLINE void product(int m, int n, int k, const float* a, int lda, bool 
       const int rows = std::min(kMc, m - m0), ks = std::min(kKc, k - k0);
       pack_block<MR>(rows, ks, a_transposed ? a + int64_t{k0} * lda + m0 : a + int64_t{m0} * lda + k0, lda,
                      a_transposed, block);
-      for (int q = 0; q < blocks; ++q) {
-        const float* next = q + 1 < blocks ? packed + (q + 1) * packed_stride + int64_t{kPanel} * k0
-                            : k0 + kKc < k ? packed + int64_t{kPanel} * (k0 + kKc)
+      for (int q = 0; q < count; ++q) {
+        const Target& t = targets[q];
+        const float* next = q + 1 < count   ? targets[q + 1].packed + int64_t{kPanel} * k0
+                            : k0 + kKc < k ? targets[0].packed + int64_t{kPanel} * (k0 + kKc)
                                            : nullptr;
-        product_rows<V, MR, NP>(rows, n, ks, block, packed + q * packed_stride + int64_t{kPanel} * k0, panel, next,
-                                accumulate || k0 > 0, c + q * c_stride + int64_t{m0} * ldc, ldc);
+        product_rows<V, MR, NP>(rows, t.n, ks, block, t.packed + int64_t{kPanel} * k0, panel, next,
+                                accumulate || k0 > 0, t.c + int64_t{m0} * t.ldc, t.ldc);
       }
     }
 }
@@ -197,29 +207,26 @@ RNN_DIST_INLINE void product_rows(int m, int n, int k, const float* a, const flo
   }
 }
 
-using Product = void (*)(int, int, int, const float*, int, bool, const float*, bool, float*, int, int, int64_t,
-                         int64_t);
+using Product = void (*)(int m, int k, const float* a, int lda, bool a_transposed, const Target* targets, int count,
+                         bool accumulate);
 
 // Register blocks per instruction set: AVX-512's 32 registers hold 8 rows x 3 panels of accumulators (three
 // loads of B and eight broadcasts of A per 24 FMAs; 8 x 2, 6 x 4, 12 x 2 and 4 x 4 were slower over the
 // LSTM's shapes, docs/benchmarks.md, session 16); AVX2's 16 hold 6 rows x 1 panel (two registers each);
 // the baseline's 16 SSE registers 2 rows x 1 panel (four each).
-void product_base(int m, int n, int k, const float* a, int lda, bool a_transposed, const float* packed,
-                  bool accumulate, float* c, int ldc, int blocks, int64_t packed_stride, int64_t c_stride) {
-  product<F4, 2, 1>(m, n, k, a, lda, a_transposed, packed, accumulate, c, ldc, blocks, packed_stride, c_stride);
+void product_base(int m, int k, const float* a, int lda, bool a_transposed, const Target* targets, int count,
+                  bool accumulate) {
+  product<F4, 2, 1>(m, k, a, lda, a_transposed, targets, count, accumulate);
 }
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define RNN_DIST_PACKED_X86 1
-[[gnu::target("arch=x86-64-v3")]] void product_avx2(int m, int n, int k, const float* a, int lda, bool a_transposed,
-                                                   const float* packed, bool accumulate, float* c, int ldc,
-                                                   int blocks, int64_t packed_stride, int64_t c_stride) {
-  product<F8, 6, 1>(m, n, k, a, lda, a_transposed, packed, accumulate, c, ldc, blocks, packed_stride, c_stride);
+[[gnu::target("arch=x86-64-v3")]] void product_avx2(int m, int k, const float* a, int lda, bool a_transposed,
+                                                   const Target* targets, int count, bool accumulate) {
+  product<F8, 6, 1>(m, k, a, lda, a_transposed, targets, count, accumulate);
 }
-[[gnu::target("arch=x86-64-v4")]] void product_avx512(int m, int n, int k, const float* a, int lda,
-                                                     bool a_transposed, const float* packed, bool accumulate,
-                                                     float* c, int ldc, int blocks, int64_t packed_stride,
-                                                     int64_t c_stride) {
-  product<F16, 8, 3>(m, n, k, a, lda, a_transposed, packed, accumulate, c, ldc, blocks, packed_stride, c_stride);
+[[gnu::target("arch=x86-64-v4")]] void product_avx512(int m, int k, const float* a, int lda, bool a_transposed,
+                                                     const Target* targets, int count, bool accumulate) {
+  product<F16, 8, 3>(m, k, a, lda, a_transposed, targets, count, accumulate);
 }
 #endif
 
@@ -297,29 +304,65 @@ void packed_gemm(int m, int n, int k, const float* a, int lda, const float* pack
 void packed_gemm_blocks(int m, int n, int k, const float* a, int lda, int blocks, const float* packed,
                         int64_t packed_stride, bool accumulate, float* c, int ldc, int64_t c_stride, int variant) {
   if (m <= 0 || n <= 0 || blocks <= 0) return;
-  product_variant(variant)(m, n, k, a, lda, false, packed, accumulate, c, ldc, blocks, packed_stride, c_stride);
+  const Product fn = product_variant(variant);
+  Target targets[kMaxTargets];
+  for (int q0 = 0; q0 < blocks; q0 += kMaxTargets) {
+    const int count = std::min(kMaxTargets, blocks - q0);
+    for (int q = 0; q < count; ++q) targets[q] = {packed + (q0 + q) * packed_stride, n, c + (q0 + q) * c_stride, ldc};
+    fn(m, k, a, lda, false, targets, count, accumulate);
+  }
 }
 
-// A K block of r rows takes packed_elems(r, n) floats of B packed.
-size_t packed_gemm_tn_scratch_elems(int n) { return size_t{kTnRows} * packed_elems(1, n); }
+namespace {
 
-int packed_gemm_tn_rows(int n, size_t elems) {
-  return static_cast<int>(std::min<size_t>(kTnRows, elems / packed_elems(1, n)));
+// Floats of packed B per row of K for products `widths` columns wide.
+size_t tn_row_elems(std::initializer_list<int> widths) {
+  size_t elems = 0;
+  for (int n : widths) elems += packed_elems(1, n);
+  return elems;
+}
+
+int tn_rows(size_t row_elems, size_t elems) { return static_cast<int>(std::min<size_t>(kTnRows, elems / row_elems)); }
+
+}  // namespace
+
+size_t packed_gemm_tn_scratch_elems(std::initializer_list<int> widths) { return kTnRows * tn_row_elems(widths); }
+
+int packed_gemm_tn_rows(std::initializer_list<int> widths, size_t elems) {
+  return tn_rows(tn_row_elems(widths), elems);
 }
 
 bool packed_gemm_runs_avx512() { return std::strcmp(kVariants[packed_gemm_variants() - 1].name, "AVX-512") == 0; }
 
-void packed_gemm_tn(int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c, int ldc,
-                    float* scratch, size_t elems, int variant) {
-  if (m <= 0 || n <= 0) return;
-  const int block = packed_gemm_tn_rows(n, elems);
-  if (block == 0) throw Error(cat("packed_gemm_tn: ", elems, " floats of scratch hold no K block for n = ", n));
+void packed_gemm_tn(int m, int k, const float* a, int lda, std::span<const TnProduct> products, float* scratch,
+                    size_t elems, int variant) {
+  if (products.size() > size_t{kMaxTargets})
+    throw Error(cat("packed_gemm_tn: ", products.size(), " products in one call (at most ", kMaxTargets, ")"));
+  size_t row_elems = 0;
+  for (const TnProduct& p : products) row_elems += p.n > 0 ? packed_elems(1, p.n) : 0;
+  if (m <= 0 || row_elems == 0) return;
+  const int block = tn_rows(row_elems, elems);
+  if (block == 0) throw Error(cat("packed_gemm_tn: ", elems, " floats of scratch hold no K block of ", row_elems));
   const Product fn = product_variant(variant);
+  Target targets[kMaxTargets];
   for (int k0 = 0; k0 < k; k0 += block) {
     const int ks = std::min(block, k - k0);
-    pack_b(b + int64_t{k0} * ldb, ldb, 1, ks, n, scratch);
-    fn(m, n, ks, a + int64_t{k0} * lda, lda, true, scratch, true, c, ldc, 1, 0, 0);
+    int count = 0;
+    float* to = scratch;
+    for (const TnProduct& p : products) {
+      if (p.n <= 0) continue;
+      pack_b(p.b + int64_t{k0} * p.ldb, p.ldb, 1, ks, p.n, to);
+      targets[count++] = {to, p.n, p.c, p.ldc};
+      to += packed_elems(ks, p.n);
+    }
+    fn(m, ks, a + int64_t{k0} * lda, lda, true, targets, count, true);
   }
+}
+
+void packed_gemm_tn(int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c, int ldc,
+                    float* scratch, size_t elems, int variant) {
+  const TnProduct product[] = {{b, ldb, n, c, ldc}};
+  packed_gemm_tn(m, k, a, lda, product, scratch, elems, variant);
 }
 
 }  // namespace rnn_dist::cpu

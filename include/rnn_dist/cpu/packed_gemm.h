@@ -15,6 +15,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
+#include <span>
 
 namespace rnn_dist::cpu {
 
@@ -47,12 +49,24 @@ void packed_gemm_blocks(int m, int n, int k, const float* a, int lda, int blocks
 // is packed into `scratch`, and A^T is read in place (a tile's MR values of each k are contiguous in a
 // row of A; with A first transposed into scratch, S's LSTM ran 1.06-1.12x slower on 2 threads,
 // docs/benchmarks.md, session 22). The blocks are as tall as `scratch` (`elems` floats) allows:
-// packed_gemm_tn_rows of them, 256 from packed_gemm_tn_scratch_elems(n) on. 1.3-1.9x OpenBLAS's AVX2
+// packed_gemm_tn_rows of them, 256 from packed_gemm_tn_scratch_elems({n}) on. 1.3-1.9x OpenBLAS's AVX2
 // kernels on an AVX-512 CPU (session 15).
-size_t packed_gemm_tn_scratch_elems(int n);
-int packed_gemm_tn_rows(int n, size_t elems);
 void packed_gemm_tn(int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c, int ldc,
                     float* scratch, size_t elems, int variant = -1);
+// Up to four such products of the same A in one pass (dW_ih and dW_hh from dG): each block of A is read
+// and packed once for all of them, where A, a layer's dG, comes from memory (S's: 24 MB); bitwise one
+// call per product. The scratch holds a K block of every B: packed_gemm_tn_scratch_elems({n1, n2, ...}).
+struct TnProduct {
+  const float* b;
+  int ldb;
+  int n;
+  float* c;
+  int ldc;
+};
+void packed_gemm_tn(int m, int k, const float* a, int lda, std::span<const TnProduct> products, float* scratch,
+                    size_t elems, int variant = -1);
+size_t packed_gemm_tn_scratch_elems(std::initializer_list<int> widths);
+int packed_gemm_tn_rows(std::initializer_list<int> widths, size_t elems);
 // How many variants this CPU runs (1 to 3: baseline, AVX2, AVX-512), and each one's name.
 int packed_gemm_variants();
 const char* packed_gemm_variant_name(int variant);
