@@ -54,7 +54,10 @@ TEST(PackedGemm, EveryVariantMatchesADoubleLoopOnEveryTail) {
   std::printf("\n");
   const int shapes[][3] = {{32, 1024, 256}, {1, 16, 1}, {7, 5, 3}, {13, 48, 17}, {9, 40, 64}, {33, 200, 31}, {8, 32, 8}, {2, 17, 100},
                            {14, 101, 300}, {6, 128, 129},  // K blocks with a partial last; 6-row and 2-panel tails
-                           {450, 40, 20}};  // the last: row blocks of a tall product (two whole and a partial one)
+                           {450, 40, 20},  // row blocks of a tall product (two whole and a partial one)
+                           // C wider than 64 k floats a row block, so column blocks over every K block:
+                           // a partial panel and K block, and rows of 1100 floats (176 to a row block)
+                           {200, 409, 300}, {200, 350, 1100}};
   for (int v = 0; v < packed_gemm_variants(); ++v)
     for (const auto& [m, n, k] : shapes)
       for (bool transposed : {false, true})
@@ -159,7 +162,8 @@ TEST(PackedGemm, TransposedProductsInOnePassAreOneCallEach) {
 // loop has them; the columns between the blocks untouched.
 TEST(PackedGemm, BlocksInOneCallAreOneCallPerBlock) {
   std::mt19937 rng(31);
-  const int shapes[][3] = {{32, 64, 256}, {7, 20, 3}, {200, 37, 300}, {1, 16, 129}};
+  // {200, 100, 300}: four blocks' C is wide enough for column blocks over every K block, one block's not.
+  const int shapes[][3] = {{32, 64, 256}, {7, 20, 3}, {200, 37, 300}, {1, 16, 129}, {200, 100, 300}};
   for (int v = 0; v < packed_gemm_variants(); ++v)
     for (const auto& [m, n, k] : shapes)
       for (bool accumulate : {false, true}) {

@@ -142,19 +142,29 @@ constexpr int kMc = 192;
 // row tile of the block passes over it; the block's partial sums go through C, in the same order as
 // without blocks, so the results are the same to the bit.
 constexpr int kKc = 128;
+// The largest C of a block of rows (its rows by every target's columns) that goes K block by K block
+// over every target, one K block of A staying in L1 for all of them: 64 k floats, which stay in L2.
+// Wider, C goes through L3 between the K blocks (L's recurrent product: 64 x 4096 for one 16 MB W_hh,
+// and its input projections' 192 x 4096), and each column block passes over every K block instead, its
+// rows of C staying in L1: product_by_columns.
+constexpr int64_t kKOutsideElems = 64 * 1024;
+// product_by_columns packs a block of rows over the whole of K: up to kMc rows, fewer where K is longer
+// than kColumnBlockElems / kMc.
+constexpr int kColumnBlockElems = kMc * 1024;
 
 template <class V, int MR, int NP>
 RNN_DIST_INLINE void product_rows(int m, int n, int k, const float* a, const float* packed, int64_t panel,
                                   const float* next, bool accumulate, float* c, int ldc);
 
-// Blocks of kMc rows by kKc of K, each over every column of every target's B, A's block packed first: a tile's MR
-// rows of A are then one stream of MR floats per k, where unpacked each of its MR broadcasts read a row of
-// its own, lda floats apart (at L's K of 1024 and 4096 a multiple of 4 kB, which puts every row in the same
-// L1 set): L's LSTM 1.09-1.16x faster, S's unchanged (docs/benchmarks.md, session 18). The packed block is
-// on the stack: the product allocates nothing. With a_transposed, a holds A^T (k x m, lda apart).
+// Blocks of kMc rows by kKc of K (C no wider than kKOutsideElems), each over every column of every
+// target's B, A's block packed first: a tile's MR rows of A are then one stream of MR floats per k, where
+// unpacked each of its MR broadcasts read a row of its own, lda floats apart (at L's K of 1024 and 4096 a
+// multiple of 4 kB, which puts every row in the same L1 set): L's LSTM 1.09-1.16x faster, S's unchanged
+// (docs/benchmarks.md, session 18). The packed block is on the stack: the product allocates nothing. With
+// a_transposed, a holds A^T (k x m, lda apart).
 template <class V, int MR, int NP>
-RNN_DIST_INLINE void product(int m, int k, const float* a, int lda, bool a_transposed, const Target* targets,
-                             int count, bool accumulate) {
+RNN_DIST_INLINE void product_by_k_blocks(int m, int k, const float* a, int lda, bool a_transposed,
+                                         const Target* targets, int count, bool accumulate) {
   const int64_t panel = int64_t{kPanel} * k;
   alignas(64) float block[kMc * kKc];
   for (int m0 = 0; m0 < m; m0 += kMc)
@@ -205,6 +215,90 @@ RNN_DIST_INLINE void product_rows(int m, int n, int k, const float* a, const flo
                            kPanel);
     for (int r = 0; r < rows; ++r) std::memcpy(c + int64_t{r0 + r} * ldc + j, part + r * kPanel, sizeof(float) * w);
   }
+}
+
+// One column block of NP panels over every K block of k (A's rows packed by K block, the one at k0 at
+// a + m k0), its rows of C staying in L1 between them; the partial sums go through C in the order of k,
+// as in product_by_k_blocks. Each K block's slice touches the next, the last one `next`.
+template <class V, int MR, int NP>
+RNN_DIST_INLINE void column_block_k(int m, int k, const float* a, const float* panels, int64_t panel,
+                                    const float* next, bool accumulate, float* c, int ldc) {
+  for (int k0 = 0; k0 < k; k0 += kKc) {
+    const float* ahead = k0 + kKc < k ? panels + int64_t{kPanel} * (k0 + kKc) : next;
+    column_block<V, MR, NP>(m, std::min(kKc, k - k0), a + int64_t{m} * k0, panels + int64_t{kPanel} * k0, panel,
+                            ahead, accumulate || k0 > 0, c, ldc);
+  }
+}
+
+// product_rows over every K block: column blocks of NP panels while they last (each touching the next,
+// the last `next`), then two and single panels, then the last panel's columns through a 16-wide copy.
+template <class V, int MR, int NP>
+RNN_DIST_INLINE void product_columns(int m, int n, int k, const float* a, const float* packed, const float* next,
+                                     bool accumulate, float* c, int ldc) {
+  const int64_t panel = int64_t{kPanel} * k;
+  int j = 0;
+  for (; j + NP * kPanel <= n; j += NP * kPanel) {
+    const float* panels = packed + (j / kPanel) * panel;
+    column_block_k<V, MR, NP>(m, k, a, panels, panel, j + 2 * NP * kPanel <= n ? panels + NP * panel : next,
+                              accumulate, c + j, ldc);
+  }
+  if constexpr (NP > 2)
+    for (; j + 2 * kPanel <= n; j += 2 * kPanel)
+      column_block_k<V, MR, 2>(m, k, a, packed + (j / kPanel) * panel, panel, nullptr, accumulate, c + j, ldc);
+  for (; j + kPanel <= n; j += kPanel)
+    column_block_k<V, MR, 1>(m, k, a, packed + (j / kPanel) * panel, panel, nullptr, accumulate, c + j, ldc);
+  if (j == n) return;
+  const int w = n - j;
+  float part[MR * kPanel];
+  for (int r0 = 0; r0 < m; r0 += MR) {
+    const int rows = std::min(MR, m - r0);
+    for (int r = 0; r < rows; ++r) {
+      float* row = part + r * kPanel;
+      if (accumulate) std::memcpy(row, c + int64_t{r0 + r} * ldc + j, sizeof(float) * w);
+      std::fill(row + (accumulate ? w : 0), row + kPanel, 0.0f);
+    }
+    for (int k0 = 0; k0 < k; k0 += kKc) {
+      const int ks = std::min(kKc, k - k0);
+      column_block<V, MR, 1>(rows, ks, a + int64_t{m} * k0 + int64_t{r0} * ks,
+                             packed + (j / kPanel) * panel + int64_t{kPanel} * k0, panel, nullptr, true, part, kPanel);
+    }
+    for (int r = 0; r < rows; ++r) std::memcpy(c + int64_t{r0 + r} * ldc + j, part + r * kPanel, sizeof(float) * w);
+  }
+}
+
+// Blocks of up to kMc rows (C wider than kKOutsideElems), each packed over the whole of K, then multiplied
+// target by target and column block by column block over every K block: L's recurrent product 1.02-1.07x
+// and its input projections 1.10-1.26x the K blocks outside, bitwise the same (an Intel host with AVX-512,
+// docs/benchmarks.md, session 24). The packed block is on the stack.
+template <class V, int MR, int NP>
+RNN_DIST_INLINE void product_by_columns(int m, int k, const float* a, int lda, bool a_transposed,
+                                        const Target* targets, int count, bool accumulate) {
+  const int mc = std::min(kMc, std::max(MR, kColumnBlockElems / std::max(k, 1) / MR * MR));
+  alignas(64) float block[kColumnBlockElems];
+  for (int m0 = 0; m0 < m; m0 += mc) {
+    const int rows = std::min(mc, m - m0);
+    for (int k0 = 0; k0 < k; k0 += kKc)
+      pack_block<MR>(rows, std::min(kKc, k - k0), a_transposed ? a + int64_t{k0} * lda + m0 : a + int64_t{m0} * lda + k0,
+                     lda, a_transposed, block + int64_t{rows} * k0);
+    for (int q = 0; q < count; ++q) {
+      const Target& t = targets[q];
+      const float* next = q + 1 < count ? targets[q + 1].packed : m0 + mc < m ? targets[0].packed : nullptr;
+      product_columns<V, MR, NP>(rows, t.n, k, block, t.packed, next, accumulate, t.c + int64_t{m0} * t.ldc, t.ldc);
+    }
+  }
+}
+
+// The product in the order its C's width calls for. (One function holding both orders ran the narrow
+// products 5-11% slower than the first order alone.)
+template <class V, int MR, int NP>
+RNN_DIST_INLINE void product(int m, int k, const float* a, int lda, bool a_transposed, const Target* targets,
+                             int count, bool accumulate) {
+  int64_t width = 0;
+  for (int q = 0; q < count; ++q) width += targets[q].n;
+  if (std::min(m, kMc) * width <= kKOutsideElems)
+    product_by_k_blocks<V, MR, NP>(m, k, a, lda, a_transposed, targets, count, accumulate);
+  else
+    product_by_columns<V, MR, NP>(m, k, a, lda, a_transposed, targets, count, accumulate);
 }
 
 using Product = void (*)(int m, int k, const float* a, int lda, bool a_transposed, const Target* targets, int count,
