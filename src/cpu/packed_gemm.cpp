@@ -152,9 +152,52 @@ constexpr int64_t kKOutsideElems = 64 * 1024;
 // than kColumnBlockElems / kMc.
 constexpr int kColumnBlockElems = kMc * 1024;
 
+// One column block of NP panels, rows [0, m) of C, over every K block of k: A's rows packed by K block,
+// the one at k0 at a + a_rows k0, these rows from row r0 of it. The partial sums go through C in the
+// order of k; each K block's slice touches the next, the last one `next`.
+template <class V, int MR, int NP>
+RNN_DIST_INLINE void column_block_k(int m, int k, const float* a, int a_rows, int r0, const float* panels,
+                                    int64_t panel, const float* next, bool accumulate, float* c, int ldc) {
+  for (int k0 = 0; k0 < k; k0 += kKc) {
+    const int ks = std::min(kKc, k - k0);
+    const float* ahead = k0 + kKc < k ? panels + int64_t{kPanel} * (k0 + kKc) : next;
+    column_block<V, MR, NP>(m, ks, a + int64_t{a_rows} * k0 + int64_t{r0} * ks, panels + int64_t{kPanel} * k0,
+                            panel, ahead, accumulate || k0 > 0, c, ldc);
+  }
+}
+
+// Rows [0, m) over k (a K block of product_by_k_blocks, or all of product_by_columns' K blocks; the
+// panels from `packed`, `panel` floats apart): column blocks of NP panels while they last (each touching
+// the next, the last `next`), then two and single panels; the last panel, when n does not fill it, goes
+// through a 16-wide copy of its columns of C, MR rows at a time.
 template <class V, int MR, int NP>
 RNN_DIST_INLINE void product_rows(int m, int n, int k, const float* a, const float* packed, int64_t panel,
-                                  const float* next, bool accumulate, float* c, int ldc);
+                                  const float* next, bool accumulate, float* c, int ldc) {
+  int j = 0;
+  for (; j + NP * kPanel <= n; j += NP * kPanel) {
+    const float* panels = packed + (j / kPanel) * panel;
+    const float* ahead = j + 2 * NP * kPanel <= n ? panels + NP * panel : next;
+    column_block_k<V, MR, NP>(m, k, a, m, 0, panels, panel, ahead, accumulate, c + j, ldc);
+  }
+  if constexpr (NP > 2)
+    for (; j + 2 * kPanel <= n; j += 2 * kPanel)
+      column_block_k<V, MR, 2>(m, k, a, m, 0, packed + (j / kPanel) * panel, panel, nullptr, accumulate, c + j, ldc);
+  for (; j + kPanel <= n; j += kPanel)
+    column_block_k<V, MR, 1>(m, k, a, m, 0, packed + (j / kPanel) * panel, panel, nullptr, accumulate, c + j, ldc);
+  if (j == n) return;
+  const int w = n - j;
+  float part[MR * kPanel];
+  for (int r0 = 0; r0 < m; r0 += MR) {
+    const int rows = std::min(MR, m - r0);
+    for (int r = 0; r < rows; ++r) {
+      float* row = part + r * kPanel;
+      if (accumulate) std::memcpy(row, c + int64_t{r0 + r} * ldc + j, sizeof(float) * w);
+      std::fill(row + (accumulate ? w : 0), row + kPanel, 0.0f);
+    }
+    column_block_k<V, MR, 1>(rows, k, a, m, r0, packed + (j / kPanel) * panel, panel, nullptr, true, part, kPanel);
+    for (int r = 0; r < rows; ++r) std::memcpy(c + int64_t{r0 + r} * ldc + j, part + r * kPanel, sizeof(float) * w);
+  }
+}
 
 // Blocks of kMc rows by kKc of K (C no wider than kKOutsideElems), each over every column of every
 // target's B, A's block packed first: a tile's MR rows of A are then one stream of MR floats per k, where
@@ -183,92 +226,9 @@ RNN_DIST_INLINE void product_by_k_blocks(int m, int k, const float* a, int lda, 
     }
 }
 
-// Rows [0, m) over the k of one K block (the panels' slice at `packed`; A's rows packed): column blocks of
-// NP panels while they last (each touching the next, the last `next`: the first of the next K block, or
-// none), then two and single panels; the last panel, when n does not fill it, goes through a 16-wide copy
-// of its columns of C, MR rows at a time.
-template <class V, int MR, int NP>
-RNN_DIST_INLINE void product_rows(int m, int n, int k, const float* a, const float* packed, int64_t panel,
-                                  const float* next, bool accumulate, float* c, int ldc) {
-  int j = 0;
-  for (; j + NP * kPanel <= n; j += NP * kPanel) {
-    const float* panels = packed + (j / kPanel) * panel;
-    const float* ahead = j + 2 * NP * kPanel <= n ? panels + NP * panel : next;
-    column_block<V, MR, NP>(m, k, a, panels, panel, ahead, accumulate, c + j, ldc);
-  }
-  if constexpr (NP > 2)
-    for (; j + 2 * kPanel <= n; j += 2 * kPanel)
-      column_block<V, MR, 2>(m, k, a, packed + (j / kPanel) * panel, panel, nullptr, accumulate, c + j, ldc);
-  for (; j + kPanel <= n; j += kPanel)
-    column_block<V, MR, 1>(m, k, a, packed + (j / kPanel) * panel, panel, nullptr, accumulate, c + j, ldc);
-  if (j == n) return;
-  const int w = n - j;
-  float part[MR * kPanel];
-  for (int r0 = 0; r0 < m; r0 += MR) {
-    const int rows = std::min(MR, m - r0);
-    for (int r = 0; r < rows; ++r) {
-      float* row = part + r * kPanel;
-      if (accumulate) std::memcpy(row, c + int64_t{r0 + r} * ldc + j, sizeof(float) * w);
-      std::fill(row + (accumulate ? w : 0), row + kPanel, 0.0f);
-    }
-    column_block<V, MR, 1>(rows, k, a + int64_t{r0} * k, packed + (j / kPanel) * panel, panel, nullptr, true, part,
-                           kPanel);
-    for (int r = 0; r < rows; ++r) std::memcpy(c + int64_t{r0 + r} * ldc + j, part + r * kPanel, sizeof(float) * w);
-  }
-}
-
-// One column block of NP panels over every K block of k (A's rows packed by K block, the one at k0 at
-// a + m k0), its rows of C staying in L1 between them; the partial sums go through C in the order of k,
-// as in product_by_k_blocks. Each K block's slice touches the next, the last one `next`.
-template <class V, int MR, int NP>
-RNN_DIST_INLINE void column_block_k(int m, int k, const float* a, const float* panels, int64_t panel,
-                                    const float* next, bool accumulate, float* c, int ldc) {
-  for (int k0 = 0; k0 < k; k0 += kKc) {
-    const float* ahead = k0 + kKc < k ? panels + int64_t{kPanel} * (k0 + kKc) : next;
-    column_block<V, MR, NP>(m, std::min(kKc, k - k0), a + int64_t{m} * k0, panels + int64_t{kPanel} * k0, panel,
-                            ahead, accumulate || k0 > 0, c, ldc);
-  }
-}
-
-// product_rows over every K block: column blocks of NP panels while they last (each touching the next,
-// the last `next`), then two and single panels, then the last panel's columns through a 16-wide copy.
-template <class V, int MR, int NP>
-RNN_DIST_INLINE void product_columns(int m, int n, int k, const float* a, const float* packed, const float* next,
-                                     bool accumulate, float* c, int ldc) {
-  const int64_t panel = int64_t{kPanel} * k;
-  int j = 0;
-  for (; j + NP * kPanel <= n; j += NP * kPanel) {
-    const float* panels = packed + (j / kPanel) * panel;
-    column_block_k<V, MR, NP>(m, k, a, panels, panel, j + 2 * NP * kPanel <= n ? panels + NP * panel : next,
-                              accumulate, c + j, ldc);
-  }
-  if constexpr (NP > 2)
-    for (; j + 2 * kPanel <= n; j += 2 * kPanel)
-      column_block_k<V, MR, 2>(m, k, a, packed + (j / kPanel) * panel, panel, nullptr, accumulate, c + j, ldc);
-  for (; j + kPanel <= n; j += kPanel)
-    column_block_k<V, MR, 1>(m, k, a, packed + (j / kPanel) * panel, panel, nullptr, accumulate, c + j, ldc);
-  if (j == n) return;
-  const int w = n - j;
-  float part[MR * kPanel];
-  for (int r0 = 0; r0 < m; r0 += MR) {
-    const int rows = std::min(MR, m - r0);
-    for (int r = 0; r < rows; ++r) {
-      float* row = part + r * kPanel;
-      if (accumulate) std::memcpy(row, c + int64_t{r0 + r} * ldc + j, sizeof(float) * w);
-      std::fill(row + (accumulate ? w : 0), row + kPanel, 0.0f);
-    }
-    for (int k0 = 0; k0 < k; k0 += kKc) {
-      const int ks = std::min(kKc, k - k0);
-      column_block<V, MR, 1>(rows, ks, a + int64_t{m} * k0 + int64_t{r0} * ks,
-                             packed + (j / kPanel) * panel + int64_t{kPanel} * k0, panel, nullptr, true, part, kPanel);
-    }
-    for (int r = 0; r < rows; ++r) std::memcpy(c + int64_t{r0 + r} * ldc + j, part + r * kPanel, sizeof(float) * w);
-  }
-}
-
 // Blocks of up to kMc rows (C wider than kKOutsideElems), each packed over the whole of K, then multiplied
-// target by target and column block by column block over every K block: L's recurrent product 1.02-1.07x
-// and its input projections 1.10-1.26x the K blocks outside, bitwise the same (an Intel host with AVX-512,
+// target by target and column block by column block over every K block: L's recurrent product 1.03-1.07x
+// and its input projections 1.08-1.26x the K blocks outside, bitwise the same (an Intel host with AVX-512,
 // docs/benchmarks.md, session 24). The packed block is on the stack.
 template <class V, int MR, int NP>
 RNN_DIST_INLINE void product_by_columns(int m, int k, const float* a, int lda, bool a_transposed,
@@ -283,7 +243,8 @@ RNN_DIST_INLINE void product_by_columns(int m, int k, const float* a, int lda, b
     for (int q = 0; q < count; ++q) {
       const Target& t = targets[q];
       const float* next = q + 1 < count ? targets[q + 1].packed : m0 + mc < m ? targets[0].packed : nullptr;
-      product_columns<V, MR, NP>(rows, t.n, k, block, t.packed, next, accumulate, t.c + int64_t{m0} * t.ldc, t.ldc);
+      product_rows<V, MR, NP>(rows, t.n, k, block, t.packed, int64_t{kPanel} * k, next, accumulate,
+                              t.c + int64_t{m0} * t.ldc, t.ldc);
     }
   }
 }
