@@ -96,5 +96,24 @@ TEST(Schedule, ConstantStepCosineWarmupPlateau) {
   EXPECT_THROW(LrSchedule({"step", 1.5f}, 1.0f, 1), InputError);
 }
 
+// --plateau-threshold 0.1: a validation counts as better only below 90% of the best, and one that is lower
+// but not by that much leaves the best where it was (as torch's threshold_mode rel), so small steps down
+// cannot creep the best along.
+TEST(Schedule, PlateauThresholdIsRelativeToTheBest) {
+  LrSchedule plateau({"plateau", 0.5f, 2, 0, 0.1f}, 1.0f, 100);
+  plateau.on_validation(10.0);
+  EXPECT_FLOAT_EQ(plateau.lr(0, 1), 1.0f);
+  plateau.on_validation(9.5);  // lower, not 10% lower
+  EXPECT_FLOAT_EQ(plateau.lr(0, 1), 0.5f);
+  EXPECT_EQ(plateau.best_loss, 10.0);
+  plateau.on_validation(9.05);  // 9.05 > 9.0: still not below 90% of 10
+  EXPECT_FLOAT_EQ(plateau.lr(0, 1), 0.25f);
+  plateau.on_validation(8.9);
+  EXPECT_FLOAT_EQ(plateau.lr(0, 1), 0.25f);
+  EXPECT_EQ(plateau.best_loss, 8.9);
+  EXPECT_THROW(LrSchedule({"plateau", 0.5f, 2, 0, 1.0f}, 1.0f, 1), InputError);
+  EXPECT_THROW(LrSchedule({"plateau", 0.5f, 2, 0, -0.1f}, 1.0f, 1), InputError);
+}
+
 }  // namespace
 }  // namespace rnn_dist

@@ -136,6 +136,7 @@ po::options_description train_options(TrainerConfig& o, const std::string& title
       ("clip-norm", po::value(&o.clip_norm)->default_value(0.0f, "0"), "global gradient-norm clipping (0 = off)")
       ("lr-schedule", po::value(&o.schedule.kind)->default_value("constant"), "constant, step, plateau (with --valid: decays when a validation does not improve on the best) or cosine")
       ("lr-decay", po::value(&o.schedule.decay)->default_value(0.5f, "0.5"), "decay factor of step and plateau")
+      ("plateau-threshold", po::value(&o.schedule.threshold)->default_value(0.0f, "0"), "plateau: the relative improvement on the best validation that counts (0.01: below 99% of it)")
       ("lr-decay-start", po::value(&o.schedule.decay_start)->default_value(2), "step: first decayed epoch (1-based)")
       ("warmup-steps", po::value(&o.schedule.warmup_steps)->default_value(0), "linear warm-up steps")
       ("epochs", po::value(&o.epochs)->default_value(1), "epochs to train")

@@ -76,6 +76,8 @@ LrSchedule::LrSchedule(const ScheduleConfig& config, float base_lr, int64_t tota
     throw InputError(cat("--lr-schedule: unknown schedule '", k, "' (constant, step, plateau or cosine)"));
   if (config.decay <= 0 || config.decay > 1) throw InputError(cat("--lr-decay must be in (0, 1] (got ", config.decay, ")"));
   if (config.warmup_steps < 0) throw InputError("--warmup-steps must not be negative");
+  if (!(config.threshold >= 0 && config.threshold < 1))
+    throw InputError(cat("--plateau-threshold must be in [0, 1) (got ", config.threshold, ")"));
 }
 
 float LrSchedule::lr(int64_t step, int64_t epoch) const {
@@ -95,7 +97,7 @@ float LrSchedule::lr(int64_t step, int64_t epoch) const {
 }
 
 void LrSchedule::on_validation(double loss) {
-  if (loss < best_loss) {
+  if (loss < best_loss * (1.0 - double{config_.threshold})) {
     best_loss = loss;
   } else if (config_.kind == "plateau") {
     plateau_factor *= config_.decay;

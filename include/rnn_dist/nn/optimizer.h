@@ -68,6 +68,7 @@ struct ScheduleConfig {
   float decay = 0.5f;             // factor of step and plateau
   int64_t decay_start = 2;        // step: first (1-based) epoch whose rate is decayed
   int64_t warmup_steps = 0;       // linear warm-up from lr/warmup to lr
+  float threshold = 0.0f;         // plateau: an improvement is below best x (1 - threshold)
 };
 
 // Learning rate as a function of progress. plateau keeps state (the factor and the best validation loss),
@@ -77,7 +78,8 @@ class LrSchedule {
   LrSchedule(const ScheduleConfig& config, float base_lr, int64_t total_steps);
   // step: 0-based optimizer step; epoch: 1-based.
   float lr(int64_t step, int64_t epoch) const;
-  // plateau: decays the rate when the validation loss did not improve on the best so far.
+  // plateau: decays the rate when the validation loss did not improve on the best so far by more than the
+  // relative threshold (as torch's ReduceLROnPlateau, mode min, threshold_mode rel, patience 0).
   void on_validation(double loss);
   double plateau_factor = 1.0, best_loss = 1e300;
 
