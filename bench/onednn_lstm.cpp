@@ -26,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "rnn_dist/backends/make_backend.h"
@@ -469,7 +470,12 @@ int main(int argc, char** argv) try {
       pass[i] = std::min(pass[i], t), forward[i] = std::min(forward[i], f), backward[i] = std::min(backward[i], t - f);
     }
   };
+  // Each pass starts with the other implementation's threads asleep: after a parallel region, OpenMP's
+  // workers spin for ~8 ms (GOMP_SPINCOUNT's 300000 pauses) and rnn_dist's team for ~1 ms, and a pass
+  // that began while the other's threads still spun lost a core to them: rnn_dist's S on 2 threads ran at
+  // 0.70 of sgemm next to oneDNN, 0.91 with OpenMP's spinning bounded (docs/benchmarks.md, session 26).
   auto timed = [](auto&& fn) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
     const auto t0 = Clock::now();
     const double forward = fn();
     return std::pair{seconds(t0, Clock::now()), forward};
