@@ -2,7 +2,8 @@
 // over shapes that leave every tail (rows past the register block, a partial last panel, panels left after the
 // register block's, a partial last K block, k = 1), in both packings, accumulating and not, with leading dimensions
 // wider than the matrices (whose extra columns must stay untouched); the weight-gradient product A^T B the same way,
-// over K blocks and column tiles with tails; several B's in one call against one call each.
+// over K blocks and column tiles with tails; several B's in one call against one call each; the K blocks of 128
+// and of 512 to the bit.
 #include "rnn_dist/cpu/packed_gemm.h"
 
 #include <gtest/gtest.h>
@@ -217,6 +218,42 @@ TEST(PackedGemm, PackingInPartsIsPackingWhole) {
 TEST(PackedGemm, AVariantThisCpuCannotRunIsRefused) {
   EXPECT_THROW(packed_gemm_variant_name(packed_gemm_variants()), Error);
   EXPECT_THROW(packed_gemm_variant_name(-1), Error);
+  EXPECT_GE(packed_gemm_best_variant(), 0);
+  EXPECT_LT(packed_gemm_best_variant(), packed_gemm_variants());
+}
+
+// The K block is a choice by CPU, so it must change no bit (a run resumed on another host goes on to the
+// bit): AVX-512's products in K blocks of 128 and of 512 agree exactly, with K in one partial block and in
+// several with a partial last, in both orders of a product (C narrow and wide), accumulating and not,
+// four B's in one call; so do the weight-gradient products, whose K blocks of 256 run in either.
+TEST(PackedGemm, TheKBlockChangesNoBit) {
+  int k128 = -1, k512 = -1;
+  for (int v = 0; v < packed_gemm_variants(); ++v) {
+    const std::string name = packed_gemm_variant_name(v);
+    if (name == "AVX-512") k128 = v;
+    if (name == "AVX-512, K blocks of 512") k512 = v;
+  }
+  if (k128 < 0 || k512 < 0) GTEST_SKIP() << "this CPU runs no AVX-512, whose variants alone differ in K blocks";
+  std::mt19937 rng(33);
+  const int shapes[][3] = {{32, 256, 256}, {64, 1024, 1100}, {33, 200, 700}, {200, 350, 1100}, {450, 40, 600}};
+  for (const auto& [m, n, k] : shapes)
+    for (bool accumulate : {false, true}) {
+      const int blocks = 4, lda = k + 1, ldc = blocks * n + 2;
+      const int64_t stride = int64_t(packed_elems(k, n));
+      const auto a = random_floats(size_t(m) * lda, rng), w = random_floats(size_t(blocks) * k * n, rng);
+      std::vector<float> packed(size_t(blocks * stride));
+      for (int q = 0; q < blocks; ++q) pack_b(w.data() + size_t(q) * k * n, n, 1, k, n, packed.data() + q * stride);
+      const auto c0 = random_floats(size_t(m) * ldc, rng);
+      std::vector<float> in128 = c0, in512 = c0;
+      packed_gemm_blocks(m, n, k, a.data(), lda, blocks, packed.data(), stride, accumulate, in128.data(), ldc, n, k128);
+      packed_gemm_blocks(m, n, k, a.data(), lda, blocks, packed.data(), stride, accumulate, in512.data(), ldc, n, k512);
+      EXPECT_EQ(in128, in512) << "m=" << m << " n=" << n << " k=" << k << " accumulate=" << accumulate;
+      EXPECT_NE(in128, c0) << "nothing written";
+      std::vector<float> tn128(size_t(k) * n), tn512(tn128), scratch(packed_gemm_tn_scratch_elems({n}));
+      packed_gemm_tn(k, n, m, a.data(), lda, w.data(), n, tn128.data(), n, scratch.data(), scratch.size(), k128);
+      packed_gemm_tn(k, n, m, a.data(), lda, w.data(), n, tn512.data(), n, scratch.data(), scratch.size(), k512);
+      EXPECT_EQ(tn128, tn512) << "A^T B, m=" << k << " n=" << n << " k=" << m;
+    }
 }
 
 }  // namespace

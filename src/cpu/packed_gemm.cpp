@@ -138,10 +138,12 @@ RNN_DIST_INLINE void pack_block(int m, int k, const float* a, int lda, bool a_tr
 // Rows per block of a tall product: a block's rows of A stay in L2 while every column block passes over
 // them, where each column block would otherwise stream the whole of A from L3 again.
 constexpr int kMc = 192;
-// K per block: a column block's slice of the panels (128 x 48 floats: 24 kB) stays in L1 while every
-// row tile of the block passes over it; the block's partial sums go through C, in the same order as
-// without blocks, so the results are the same to the bit.
-constexpr int kKc = 128;
+// K per block (KC below, a choice by CPU: kVariants): on Intel's cores a column block's slice of the
+// panels (128 x 48 floats: 24 kB) stays in L1 while every row tile of the block passes over it (64, 192
+// and 256 slower, docs/benchmarks.md, session 16). Zen 4 runs an AVX-512 FMA as two halves, at half the
+// rate per cycle, and its L2 keeps up with that: blocks of 512 (a slice of 96 kB in L2) pass C's partial
+// sums through the registers a quarter as often, 1.05-1.08x the kernel's rate (session 25). The partial
+// sums go through C in the same order of k whatever the block, so the results are the same to the bit.
 // The largest C of a block of rows (its rows by every target's columns) that goes K block by K block
 // over every target, one K block of A staying in L1 for all of them: 64 k floats, which stay in L2.
 // Wider, C goes through L3 between the K blocks (L's recurrent product: 64 x 4096 for one 16 MB W_hh,
@@ -155,12 +157,12 @@ constexpr int kColumnBlockElems = kMc * 1024;
 // One column block of NP panels, rows [0, m) of C, over every K block of k: A's rows packed by K block,
 // the one at k0 at a + a_rows k0, these rows from row r0 of it. The partial sums go through C in the
 // order of k; each K block's slice touches the next, the last one `next`.
-template <class V, int MR, int NP>
+template <class V, int MR, int NP, int KC>
 RNN_DIST_INLINE void column_block_k(int m, int k, const float* a, int a_rows, int r0, const float* panels,
                                     int64_t panel, const float* next, bool accumulate, float* c, int ldc) {
-  for (int k0 = 0; k0 < k; k0 += kKc) {
-    const int ks = std::min(kKc, k - k0);
-    const float* ahead = k0 + kKc < k ? panels + int64_t{kPanel} * (k0 + kKc) : next;
+  for (int k0 = 0; k0 < k; k0 += KC) {
+    const int ks = std::min(KC, k - k0);
+    const float* ahead = k0 + KC < k ? panels + int64_t{kPanel} * (k0 + KC) : next;
     column_block<V, MR, NP>(m, ks, a + int64_t{a_rows} * k0 + int64_t{r0} * ks, panels + int64_t{kPanel} * k0,
                             panel, ahead, accumulate || k0 > 0, c, ldc);
   }
@@ -170,20 +172,20 @@ RNN_DIST_INLINE void column_block_k(int m, int k, const float* a, int a_rows, in
 // panels from `packed`, `panel` floats apart): column blocks of NP panels while they last (each touching
 // the next, the last `next`), then two and single panels; the last panel, when n does not fill it, goes
 // through a 16-wide copy of its columns of C, MR rows at a time.
-template <class V, int MR, int NP>
+template <class V, int MR, int NP, int KC>
 RNN_DIST_INLINE void product_rows(int m, int n, int k, const float* a, const float* packed, int64_t panel,
                                   const float* next, bool accumulate, float* c, int ldc) {
   int j = 0;
   for (; j + NP * kPanel <= n; j += NP * kPanel) {
     const float* panels = packed + (j / kPanel) * panel;
     const float* ahead = j + 2 * NP * kPanel <= n ? panels + NP * panel : next;
-    column_block_k<V, MR, NP>(m, k, a, m, 0, panels, panel, ahead, accumulate, c + j, ldc);
+    column_block_k<V, MR, NP, KC>(m, k, a, m, 0, panels, panel, ahead, accumulate, c + j, ldc);
   }
   if constexpr (NP > 2)
     for (; j + 2 * kPanel <= n; j += 2 * kPanel)
-      column_block_k<V, MR, 2>(m, k, a, m, 0, packed + (j / kPanel) * panel, panel, nullptr, accumulate, c + j, ldc);
+      column_block_k<V, MR, 2, KC>(m, k, a, m, 0, packed + (j / kPanel) * panel, panel, nullptr, accumulate, c + j, ldc);
   for (; j + kPanel <= n; j += kPanel)
-    column_block_k<V, MR, 1>(m, k, a, m, 0, packed + (j / kPanel) * panel, panel, nullptr, accumulate, c + j, ldc);
+    column_block_k<V, MR, 1, KC>(m, k, a, m, 0, packed + (j / kPanel) * panel, panel, nullptr, accumulate, c + j, ldc);
   if (j == n) return;
   const int w = n - j;
   float part[MR * kPanel];
@@ -194,33 +196,33 @@ RNN_DIST_INLINE void product_rows(int m, int n, int k, const float* a, const flo
       if (accumulate) std::memcpy(row, c + int64_t{r0 + r} * ldc + j, sizeof(float) * w);
       std::fill(row + (accumulate ? w : 0), row + kPanel, 0.0f);
     }
-    column_block_k<V, MR, 1>(rows, k, a, m, r0, packed + (j / kPanel) * panel, panel, nullptr, true, part, kPanel);
+    column_block_k<V, MR, 1, KC>(rows, k, a, m, r0, packed + (j / kPanel) * panel, panel, nullptr, true, part, kPanel);
     for (int r = 0; r < rows; ++r) std::memcpy(c + int64_t{r0 + r} * ldc + j, part + r * kPanel, sizeof(float) * w);
   }
 }
 
-// Blocks of kMc rows by kKc of K (C no wider than kKOutsideElems), each over every column of every
+// Blocks of kMc rows by KC of K (C no wider than kKOutsideElems), each over every column of every
 // target's B, A's block packed first: a tile's MR rows of A are then one stream of MR floats per k, where
 // unpacked each of its MR broadcasts read a row of its own, lda floats apart (at L's K of 1024 and 4096 a
 // multiple of 4 kB, which puts every row in the same L1 set): L's LSTM 1.09-1.16x faster, S's unchanged
 // (docs/benchmarks.md, session 18). The packed block is on the stack: the product allocates nothing. With
 // a_transposed, a holds A^T (k x m, lda apart).
-template <class V, int MR, int NP>
+template <class V, int MR, int NP, int KC>
 RNN_DIST_INLINE void product_by_k_blocks(int m, int k, const float* a, int lda, bool a_transposed,
                                          const Target* targets, int count, bool accumulate) {
   const int64_t panel = int64_t{kPanel} * k;
-  alignas(64) float block[kMc * kKc];
+  alignas(64) float block[kMc * KC];
   for (int m0 = 0; m0 < m; m0 += kMc)
-    for (int k0 = 0; k0 < k; k0 += kKc) {
-      const int rows = std::min(kMc, m - m0), ks = std::min(kKc, k - k0);
+    for (int k0 = 0; k0 < k; k0 += KC) {
+      const int rows = std::min(kMc, m - m0), ks = std::min(KC, k - k0);
       pack_block<MR>(rows, ks, a_transposed ? a + int64_t{k0} * lda + m0 : a + int64_t{m0} * lda + k0, lda,
                      a_transposed, block);
       for (int q = 0; q < count; ++q) {
         const Target& t = targets[q];
         const float* next = q + 1 < count   ? targets[q + 1].packed + int64_t{kPanel} * k0
-                            : k0 + kKc < k ? targets[0].packed + int64_t{kPanel} * (k0 + kKc)
+                            : k0 + KC < k ? targets[0].packed + int64_t{kPanel} * (k0 + KC)
                                            : nullptr;
-        product_rows<V, MR, NP>(rows, t.n, ks, block, t.packed + int64_t{kPanel} * k0, panel, next,
+        product_rows<V, MR, NP, KC>(rows, t.n, ks, block, t.packed + int64_t{kPanel} * k0, panel, next,
                                 accumulate || k0 > 0, t.c + int64_t{m0} * t.ldc, t.ldc);
       }
     }
@@ -230,20 +232,20 @@ RNN_DIST_INLINE void product_by_k_blocks(int m, int k, const float* a, int lda, 
 // target by target and column block by column block over every K block: L's recurrent product 1.03-1.07x
 // and its input projections 1.08-1.26x the K blocks outside, bitwise the same (an Intel host with AVX-512,
 // docs/benchmarks.md, session 24). The packed block is on the stack.
-template <class V, int MR, int NP>
+template <class V, int MR, int NP, int KC>
 RNN_DIST_INLINE void product_by_columns(int m, int k, const float* a, int lda, bool a_transposed,
                                         const Target* targets, int count, bool accumulate) {
   const int mc = std::min(kMc, std::max(MR, kColumnBlockElems / std::max(k, 1) / MR * MR));
   alignas(64) float block[kColumnBlockElems];
   for (int m0 = 0; m0 < m; m0 += mc) {
     const int rows = std::min(mc, m - m0);
-    for (int k0 = 0; k0 < k; k0 += kKc)
-      pack_block<MR>(rows, std::min(kKc, k - k0), a_transposed ? a + int64_t{k0} * lda + m0 : a + int64_t{m0} * lda + k0,
+    for (int k0 = 0; k0 < k; k0 += KC)
+      pack_block<MR>(rows, std::min(KC, k - k0), a_transposed ? a + int64_t{k0} * lda + m0 : a + int64_t{m0} * lda + k0,
                      lda, a_transposed, block + int64_t{rows} * k0);
     for (int q = 0; q < count; ++q) {
       const Target& t = targets[q];
       const float* next = q + 1 < count ? targets[q + 1].packed : m0 + mc < m ? targets[0].packed : nullptr;
-      product_rows<V, MR, NP>(rows, t.n, k, block, t.packed, int64_t{kPanel} * k, next, accumulate,
+      product_rows<V, MR, NP, KC>(rows, t.n, k, block, t.packed, int64_t{kPanel} * k, next, accumulate,
                               t.c + int64_t{m0} * t.ldc, t.ldc);
     }
   }
@@ -251,15 +253,15 @@ RNN_DIST_INLINE void product_by_columns(int m, int k, const float* a, int lda, b
 
 // The product in the order its C's width calls for. (One function holding both orders ran the narrow
 // products 5-11% slower than the first order alone.)
-template <class V, int MR, int NP>
+template <class V, int MR, int NP, int KC = 128>
 RNN_DIST_INLINE void product(int m, int k, const float* a, int lda, bool a_transposed, const Target* targets,
                              int count, bool accumulate) {
   int64_t width = 0;
   for (int q = 0; q < count; ++q) width += targets[q].n;
   if (std::min(m, kMc) * width <= kKOutsideElems)
-    product_by_k_blocks<V, MR, NP>(m, k, a, lda, a_transposed, targets, count, accumulate);
+    product_by_k_blocks<V, MR, NP, KC>(m, k, a, lda, a_transposed, targets, count, accumulate);
   else
-    product_by_columns<V, MR, NP>(m, k, a, lda, a_transposed, targets, count, accumulate);
+    product_by_columns<V, MR, NP, KC>(m, k, a, lda, a_transposed, targets, count, accumulate);
 }
 
 using Product = void (*)(int m, int k, const float* a, int lda, bool a_transposed, const Target* targets, int count,
@@ -283,6 +285,10 @@ void product_base(int m, int k, const float* a, int lda, bool a_transposed, cons
                                                      const Target* targets, int count, bool accumulate) {
   product<F16, 8, 3>(m, k, a, lda, a_transposed, targets, count, accumulate);
 }
+[[gnu::target("arch=x86-64-v4")]] void product_avx512_k512(int m, int k, const float* a, int lda, bool a_transposed,
+                                                          const Target* targets, int count, bool accumulate) {
+  product<F16, 8, 3, 512>(m, k, a, lda, a_transposed, targets, count, accumulate);
+}
 #endif
 
 struct Variant {
@@ -292,22 +298,40 @@ struct Variant {
 constexpr Variant kVariants[] = {{"baseline", product_base},
 #ifdef RNN_DIST_PACKED_X86
                                  {"AVX2", product_avx2},
-                                 {"AVX-512", product_avx512}
+                                 {"AVX-512", product_avx512},
+                                 {"AVX-512, K blocks of 512", product_avx512_k512}
 #endif
 };
 
 int runnable_variants() {
 #ifdef RNN_DIST_PACKED_X86
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("x86-64-v4")) return 3;
+  if (__builtin_cpu_supports("x86-64-v4")) return 4;
   if (__builtin_cpu_supports("x86-64-v3")) return 2;
 #endif
   return 1;
 }
 
+// Zen 4 (AMD's family 25 with AVX-512; its Zen 3 has none) takes the K blocks of 512, every other CPU
+// the widest instruction set's blocks of 128: measured on Zen 4 and Ice Lake only (bench/packed_gemm_bench
+// says on any host which is faster there).
+bool takes_k512() {
+#ifdef RNN_DIST_PACKED_X86
+  __builtin_cpu_init();
+  return __builtin_cpu_is("amdfam19h") && __builtin_cpu_supports("x86-64-v4");
+#else
+  return false;
+#endif
+}
+
+int best_variant() {
+  static const int best = takes_k512() ? 3 : std::min(packed_gemm_variants(), 3) - 1;
+  return best;
+}
+
 // The variant's product: -1 for the best this CPU runs; any other must be one it runs.
 Product product_variant(int variant) {
-  if (variant < 0) return kVariants[packed_gemm_variants() - 1].fn;
+  if (variant < 0) return kVariants[best_variant()].fn;
   packed_gemm_variant_name(variant);  // checks it
   return kVariants[variant].fn;
 }
@@ -387,7 +411,9 @@ int packed_gemm_tn_rows(std::initializer_list<int> widths, size_t elems) {
   return tn_rows(tn_row_elems(widths), elems);
 }
 
-bool packed_gemm_runs_avx512() { return std::strcmp(kVariants[packed_gemm_variants() - 1].name, "AVX-512") == 0; }
+int packed_gemm_best_variant() { return best_variant(); }
+
+bool packed_gemm_runs_avx512() { return std::strncmp(kVariants[best_variant()].name, "AVX-512", 7) == 0; }
 
 void packed_gemm_tn(int m, int k, const float* a, int lda, std::span<const TnProduct> products, float* scratch,
                     size_t elems, int variant) {

@@ -10,7 +10,8 @@
 // MR values of each k together): L's LSTM 1.09-1.16x faster, S's unchanged (session 18). The layer-wide products
 // with the input weights (x W_ih^T over every row, and dx = dG W_ih) go through it too, in blocks of rows that stay
 // in L2: faster than OpenBLAS's at those shapes, most of all where the input is narrow (K or N = 64: +24% and +44%).
-// The kernel is compiled for AVX-512, AVX2 and the x86-64 baseline, and the best the CPU runs is taken.
+// The kernel is compiled for AVX-512 (in K blocks of 128, and of 512 for Zen 4: session 26), AVX2 and the
+// x86-64 baseline, and the best the CPU runs is taken; the K blocks change no result.
 #pragma once
 
 #include <cstddef>
@@ -67,9 +68,11 @@ void packed_gemm_tn(int m, int k, const float* a, int lda, std::span<const TnPro
                     size_t elems, int variant = -1);
 size_t packed_gemm_tn_scratch_elems(std::initializer_list<int> widths);
 int packed_gemm_tn_rows(std::initializer_list<int> widths, size_t elems);
-// How many variants this CPU runs (1 to 3: baseline, AVX2, AVX-512), and each one's name.
+// How many variants this CPU runs (1, 2 or 4: baseline, AVX2, AVX-512 in K blocks of 128 and of 512),
+// each one's name, and the one variant -1 stands for.
 int packed_gemm_variants();
 const char* packed_gemm_variant_name(int variant);
+int packed_gemm_best_variant();
 // Whether the best of them is the AVX-512 one.
 bool packed_gemm_runs_avx512();
 
