@@ -1172,13 +1172,14 @@ TEST(CpuPool, MaxPoolingByHand) {
 
 // The backend's name says which OpenBLAS kernels run, and flags kernels narrower than the CPU's AVX-512 (an
 // OpenBLAS that did not recognise the CPU, or a forced core type: docs/benchmarks.md, session 15), where
-// the weight gradients go to the packed kernel if it runs AVX-512.
+// the weight gradients go to the packed kernel if it runs AVX-512; and where it takes K blocks of 512.
 TEST(BlasKernels, TheBackendNamesTheKernelsAndFlagsUnusedAvx512) {
   const std::string core = openblas_get_corename();
   const std::string name = make_cpu_backend(1)->device_name();
   EXPECT_EQ(name.rfind("cpu (OpenBLAS " + core + " kernels", 0), 0u) << name;
   const WeightGradients by_default = weight_gradients();
-  EXPECT_EQ(by_default == WeightGradients::packed, blas_kernels_leave_avx512_unused() && packed_gemm_runs_avx512());
+  EXPECT_EQ(by_default == WeightGradients::packed,
+            (blas_kernels_leave_avx512_unused() && packed_gemm_runs_avx512()) || packed_gemm_long_k_blocks());
   EXPECT_EQ(name.find("OPENBLAS_CORETYPE=SkylakeX") != std::string::npos, blas_kernels_leave_avx512_unused()) << name;
   EXPECT_EQ(name, "cpu (" + blas_kernels() +
                       (by_default == WeightGradients::packed ? "; weight gradients on rnn_dist's packed kernel" : "") + ")");

@@ -111,8 +111,10 @@ TEST(PackedGemm, TransposedProductMatchesADoubleLoop) {
                                                     << " k=" << k;
       EXPECT_TRUE(outside_untouched) << packed_gemm_variant_name(v) << " m=" << m << " n=" << n << " k=" << k;
     }
-  EXPECT_EQ(packed_gemm_tn_rows({64}, size_t{1} << 20), 256);
-  EXPECT_EQ(packed_gemm_tn_rows({64}, packed_gemm_tn_scratch_elems({64})), 256);
+  const int tallest = packed_gemm_tn_tallest_rows();
+  EXPECT_EQ(tallest, packed_gemm_long_k_blocks() ? 512 : 256);
+  EXPECT_EQ(packed_gemm_tn_rows({64}, size_t{1} << 20), tallest);
+  EXPECT_EQ(packed_gemm_tn_rows({64}, packed_gemm_tn_scratch_elems({64})), tallest);
   EXPECT_EQ(packed_gemm_tn_rows({64}, 64 - 1), 0);
   // Widths round up to whole panels each: 8 and 8 columns take two.
   EXPECT_EQ(packed_gemm_tn_rows({8, 8}, 40 * 32), 40);

@@ -584,9 +584,10 @@ void recurrent_dh(int m, int c0, int c1, int G, const T* dg, const T* w_hh, int 
 }
 
 std::atomic<WeightGradients>& weight_gradients_choice() {
-  static std::atomic<WeightGradients> how{blas_kernels_leave_avx512_unused() && packed_gemm_runs_avx512()
-                                              ? WeightGradients::packed
-                                              : WeightGradients::blas};
+  static std::atomic<WeightGradients> how{
+      (blas_kernels_leave_avx512_unused() && packed_gemm_runs_avx512()) || packed_gemm_long_k_blocks()
+          ? WeightGradients::packed
+          : WeightGradients::blas};
   return how;
 }
 

@@ -12,7 +12,6 @@ namespace rnn_dist::cpu {
 namespace {
 
 constexpr int kPanel = 16;  // columns per panel: one AVX-512 register of floats
-constexpr int kTnRows = 256;  // packed_gemm_tn: the tallest K block
 constexpr int kMaxTargets = 4;  // products of one call to a variant
 
 // One product of a call: C (n columns, ldc) from A's rows and a B packed over the call's k.
@@ -329,6 +328,11 @@ int best_variant() {
   return best;
 }
 
+// packed_gemm_tn's tallest K block: 256 rows, 512 where the kernel takes K blocks of 512 (Zen 4), whose
+// weight gradients pass C (L's: 16 MB, from L3) half as often: L's dW 1.05x and S's 1.02-1.04x the blocks
+// of 256, and then 1.02-1.13x OpenBLAS's AVX-512 kernels (docs/benchmarks.md, session 26).
+int tn_tallest() { return best_variant() == 3 ? 512 : 256; }
+
 // The variant's product: -1 for the best this CPU runs; any other must be one it runs.
 Product product_variant(int variant) {
   if (variant < 0) return kVariants[best_variant()].fn;
@@ -401,17 +405,21 @@ size_t tn_row_elems(std::initializer_list<int> widths) {
   return elems;
 }
 
-int tn_rows(size_t row_elems, size_t elems) { return static_cast<int>(std::min<size_t>(kTnRows, elems / row_elems)); }
+int tn_rows(size_t row_elems, size_t elems) { return static_cast<int>(std::min<size_t>(tn_tallest(), elems / row_elems)); }
 
 }  // namespace
 
-size_t packed_gemm_tn_scratch_elems(std::initializer_list<int> widths) { return kTnRows * tn_row_elems(widths); }
+size_t packed_gemm_tn_scratch_elems(std::initializer_list<int> widths) { return tn_tallest() * tn_row_elems(widths); }
+
+int packed_gemm_tn_tallest_rows() { return tn_tallest(); }
 
 int packed_gemm_tn_rows(std::initializer_list<int> widths, size_t elems) {
   return tn_rows(tn_row_elems(widths), elems);
 }
 
 int packed_gemm_best_variant() { return best_variant(); }
+
+bool packed_gemm_long_k_blocks() { return best_variant() == 3; }
 
 bool packed_gemm_runs_avx512() { return std::strncmp(kVariants[best_variant()].name, "AVX-512", 7) == 0; }
 

@@ -46,11 +46,12 @@ void packed_gemm_blocks(int m, int n, int k, const float* a, int lda, int blocks
                         int64_t packed_stride, bool accumulate, float* c, int ldc, int64_t c_stride,
                         int variant = -1);
 // C (m x n, ldc) += A^T B, A (k x m, lda) and B (k x n, ldb) row-major: the weight gradients of a layer
-// (dW = dG^T x, K = its rows), on the packed kernel. K goes in blocks of up to 256 rows: each block of B
-// is packed into `scratch`, and A^T is read in place (a tile's MR values of each k are contiguous in a
+// (dW = dG^T x, K = its rows), on the packed kernel. K goes in blocks of up to 256 rows (512 where the
+// kernel takes K blocks of 512: packed_gemm_tn_tallest_rows): each block of B is packed into `scratch`,
+// and A^T is read in place (a tile's MR values of each k are contiguous in a
 // row of A; with A first transposed into scratch, S's LSTM ran 1.06-1.12x slower on 2 threads,
 // docs/benchmarks.md, session 22). The blocks are as tall as `scratch` (`elems` floats) allows:
-// packed_gemm_tn_rows of them, 256 from packed_gemm_tn_scratch_elems({n}) on. 1.3-1.9x OpenBLAS's AVX2
+// packed_gemm_tn_rows of them, the tallest from packed_gemm_tn_scratch_elems({n}) on. 1.3-1.9x OpenBLAS's AVX2
 // kernels on an AVX-512 CPU (session 15).
 void packed_gemm_tn(int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c, int ldc,
                     float* scratch, size_t elems, int variant = -1);
@@ -68,11 +69,15 @@ void packed_gemm_tn(int m, int k, const float* a, int lda, std::span<const TnPro
                     size_t elems, int variant = -1);
 size_t packed_gemm_tn_scratch_elems(std::initializer_list<int> widths);
 int packed_gemm_tn_rows(std::initializer_list<int> widths, size_t elems);
+int packed_gemm_tn_tallest_rows();
 // How many variants this CPU runs (1, 2 or 4: baseline, AVX2, AVX-512 in K blocks of 128 and of 512),
 // each one's name, and the one variant -1 stands for.
 int packed_gemm_variants();
 const char* packed_gemm_variant_name(int variant);
 int packed_gemm_best_variant();
+// Whether that variant multiplies in K blocks of 512 (Zen 4), where its weight gradients outrun even
+// OpenBLAS's AVX-512 kernels (cpu_kernels.h, weight_gradients()).
+bool packed_gemm_long_k_blocks();
 // Whether the best of them is the AVX-512 one.
 bool packed_gemm_runs_avx512();
 
