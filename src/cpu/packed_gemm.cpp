@@ -329,8 +329,8 @@ int best_variant() {
 }
 
 // packed_gemm_tn's tallest K block: 256 rows, 512 where the kernel takes K blocks of 512 (Zen 4), whose
-// weight gradients pass C (L's: 16 MB, from L3) half as often: L's dW 1.05x and S's 1.02-1.04x the blocks
-// of 256, and then 1.02-1.13x OpenBLAS's AVX-512 kernels (docs/benchmarks.md, session 26).
+// weight gradients pass C (L's: 16 MB, from L3) half as often: L's dW 1.05-1.06x and S's 1.01-1.04x the blocks
+// of 256, and then 1.02-1.12x OpenBLAS's AVX-512 kernels (docs/benchmarks.md, session 26).
 int tn_tallest() { return best_variant() == 3 ? 512 : 256; }
 
 // The variant's product: -1 for the best this CPU runs; any other must be one it runs.
