@@ -227,7 +227,8 @@ TEST(PackedGemm, AVariantThisCpuCannotRunIsRefused) {
 // The K block is a choice by CPU, so it must change no bit (a run resumed on another host goes on to the
 // bit): AVX-512's products in K blocks of 128 and of 512 agree exactly, with K in one partial block and in
 // several with a partial last, in both orders of a product (C narrow and wide), accumulating and not,
-// four B's in one call; so do the weight-gradient products, whose K blocks of 256 run in either.
+// four B's in one call; so do the weight-gradient products, whose K blocks (packed_gemm_tn_tallest_rows)
+// run in either.
 TEST(PackedGemm, TheKBlockChangesNoBit) {
   int k128 = -1, k512 = -1;
   for (int v = 0; v < packed_gemm_variants(); ++v) {

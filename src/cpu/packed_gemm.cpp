@@ -143,6 +143,8 @@ constexpr int kMc = 192;
 // rate per cycle, and its L2 keeps up with that: blocks of 512 (a slice of 96 kB in L2) pass C's partial
 // sums through the registers a quarter as often, 1.05-1.08x the kernel's rate (session 25). The partial
 // sums go through C in the same order of k whatever the block, so the results are the same to the bit.
+constexpr int kKc = 128;
+constexpr int kLongKc = 512;
 // The largest C of a block of rows (its rows by every target's columns) that goes K block by K block
 // over every target, one K block of A staying in L1 for all of them: 64 k floats, which stay in L2.
 // Wider, C goes through L3 between the K blocks (L's recurrent product: 64 x 4096 for one 16 MB W_hh,
@@ -252,7 +254,7 @@ RNN_DIST_INLINE void product_by_columns(int m, int k, const float* a, int lda, b
 
 // The product in the order its C's width calls for. (One function holding both orders ran the narrow
 // products 5-11% slower than the first order alone.)
-template <class V, int MR, int NP, int KC = 128>
+template <class V, int MR, int NP, int KC = kKc>
 RNN_DIST_INLINE void product(int m, int k, const float* a, int lda, bool a_transposed, const Target* targets,
                              int count, bool accumulate) {
   int64_t width = 0;
@@ -286,19 +288,21 @@ void product_base(int m, int k, const float* a, int lda, bool a_transposed, cons
 }
 [[gnu::target("arch=x86-64-v4")]] void product_avx512_k512(int m, int k, const float* a, int lda, bool a_transposed,
                                                           const Target* targets, int count, bool accumulate) {
-  product<F16, 8, 3, 512>(m, k, a, lda, a_transposed, targets, count, accumulate);
+  product<F16, 8, 3, kLongKc>(m, k, a, lda, a_transposed, targets, count, accumulate);
 }
 #endif
 
 struct Variant {
   const char* name;
   Product fn;
+  int kc;  // its K block
+  bool avx512;
 };
-constexpr Variant kVariants[] = {{"baseline", product_base},
+constexpr Variant kVariants[] = {{"baseline", product_base, kKc, false},
 #ifdef RNN_DIST_PACKED_X86
-                                 {"AVX2", product_avx2},
-                                 {"AVX-512", product_avx512},
-                                 {"AVX-512, K blocks of 512", product_avx512_k512}
+                                 {"AVX2", product_avx2, kKc, false},
+                                 {"AVX-512", product_avx512, kKc, true},
+                                 {"AVX-512, K blocks of 512", product_avx512_k512, kLongKc, true}
 #endif
 };
 
@@ -323,19 +327,28 @@ bool takes_k512() {
 #endif
 }
 
+// The last variant this CPU runs in the K blocks it takes: the widest instruction set.
 int best_variant() {
-  static const int best = takes_k512() ? 3 : std::min(packed_gemm_variants(), 3) - 1;
+  static const int best = [] {
+    const int kc = takes_k512() ? kLongKc : kKc;
+    int v = packed_gemm_variants() - 1;
+    while (kVariants[v].kc != kc) --v;
+    return v;
+  }();
   return best;
 }
 
-// packed_gemm_tn's tallest K block: 256 rows, 512 where the kernel takes K blocks of 512 (Zen 4), whose
-// weight gradients pass C (L's: 16 MB, from L3) half as often: L's dW 1.05-1.06x and S's 1.01-1.04x the blocks
-// of 256, and then 1.02-1.12x OpenBLAS's AVX-512 kernels (docs/benchmarks.md, session 26).
-int tn_tallest() { return best_variant() == 3 ? 512 : 256; }
+const Variant& best() { return kVariants[best_variant()]; }
+
+// packed_gemm_tn's tallest K block: 256 rows, or the kernel's K block where that is longer (Zen 4's 512),
+// whose weight gradients pass C (L's: 16 MB, from L3) half as often: L's dW 1.05-1.06x and S's
+// 1.01-1.04x the blocks of 256, and then 1.02-1.12x OpenBLAS's AVX-512 kernels (docs/benchmarks.md,
+// session 26).
+int tn_tallest() { return std::max(256, best().kc); }
 
 // The variant's product: -1 for the best this CPU runs; any other must be one it runs.
 Product product_variant(int variant) {
-  if (variant < 0) return kVariants[best_variant()].fn;
+  if (variant < 0) return best().fn;
   packed_gemm_variant_name(variant);  // checks it
   return kVariants[variant].fn;
 }
@@ -419,9 +432,9 @@ int packed_gemm_tn_rows(std::initializer_list<int> widths, size_t elems) {
 
 int packed_gemm_best_variant() { return best_variant(); }
 
-bool packed_gemm_long_k_blocks() { return best_variant() == 3; }
+bool packed_gemm_long_k_blocks() { return best().kc == kLongKc; }
 
-bool packed_gemm_runs_avx512() { return std::strncmp(kVariants[best_variant()].name, "AVX-512", 7) == 0; }
+bool packed_gemm_runs_avx512() { return best().avx512; }
 
 void packed_gemm_tn(int m, int k, const float* a, int lda, std::span<const TnProduct> products, float* scratch,
                     size_t elems, int variant) {

@@ -78,7 +78,7 @@ int packed_gemm_best_variant();
 // Whether that variant multiplies in K blocks of 512 (Zen 4), where its weight gradients outrun even
 // OpenBLAS's AVX-512 kernels (cpu_kernels.h, weight_gradients()).
 bool packed_gemm_long_k_blocks();
-// Whether the best of them is the AVX-512 one.
+// Whether that variant is an AVX-512 one.
 bool packed_gemm_runs_avx512();
 
 }  // namespace rnn_dist::cpu
