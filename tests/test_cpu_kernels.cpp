@@ -825,13 +825,18 @@ TEST(CpuTeam, ThreadedKernelsEqualSerial) {
 // The float kernels with packed recurrent and input weights (packed_gemm.h, whose variants are tested
 // there) against the double BLAS path: one layer with and without a projection, on 1 to 3 threads, with a
 // hidden size whose shares leave partial panels and an input narrower than a panel (the input projection's
-// K and dx's N). The packed buffer must have been written: the packed path ran.
+// K and dx's N), and a batch of 40 whose time steps go in two chunks of units on 1 thread (192 and 108 of
+// H = 300: the second chunk starts at a panel inside the packed blocks and ends in a partial one). The
+// packed buffer must have been written: the packed path ran.
 TEST(CpuPackedRecurrence, FloatWithPackedWeightsMatchesDouble) {
   std::mt19937 rng(29);
-  const Packing pk = Packing::from_lengths(std::vector<int>{9, 7, 7, 4, 1});
-  const int I = 5, H = 37, B = pk.batch();
-  const int64_t rows = pk.rows();
+  std::vector<int> forty(40);
+  for (int b = 0; b < 40; ++b) forty[b] = 6 - b / 10;
+  for (const auto& [lengths, H] : {std::pair{std::vector<int>{9, 7, 7, 4, 1}, 37}, std::pair{forty, 300}})
   for (int P : {0, 11}) {
+    const Packing pk = Packing::from_lengths(lengths);
+    const int I = 5, B = pk.batch();
+    const int64_t rows = pk.rows();
     const int R = P > 0 ? P : H;
     const std::vector<Vec<double>> in = {
         random_vec<double>(4 * H * I, rng), random_vec<double>(4 * H * R, rng), random_vec<double>(4 * H, rng),
@@ -876,7 +881,8 @@ TEST(CpuPackedRecurrence, FloatWithPackedWeightsMatchesDouble) {
         Team team(size);
         std::vector<float> packed(lstm_packed_elems(I, H, P, size), 0.0f);
         const auto got = run(0.0f, &team, packed);
-        const std::string k = "P=" + std::to_string(P) + ", " + std::to_string(size) + " threads, weight gradients " +
+        const std::string k = "H=" + std::to_string(H) + ", P=" + std::to_string(P) + ", " + std::to_string(size) +
+                              " threads, weight gradients " +
                               (how == WeightGradients::packed ? "packed" : "BLAS") + ": ";
         for (size_t e = 0; e < got.size(); ++e) expect_close(k + got[e].first, got[e].second, want[e].second, 2e-5);
         EXPECT_TRUE(std::any_of(packed.begin(), packed.end(), [](float f) { return f != 0; })) << k << "packed unused";

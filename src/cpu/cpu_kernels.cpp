@@ -533,17 +533,40 @@ void pack_gate_blocks(const float* w_hh, int H, int R, int j0, int j1, float* pa
   for (int q = 0; q < 4; ++q) pack_b(w_hh + static_cast<int64_t>(q * H + j0) * R, 1, R, R, j1 - j0, packed + q * block);
 }
 
-// gates[:, units j0..j1 of each gate block] += h (m x R) W_hh^T: the packed product when the weights were
+// gates[:, units c0..c1 of each gate block] += h (m x R) W_hh^T, a chunk of the member's units [j0, j1)
+// (c0 - j0 a multiple of 16, whole panels of its packed blocks): the packed product when the weights were
 // packed (float), else BLAS.
 template <class T>
-void recurrent_gates(int m, int H, int j0, int j1, int R, const T* h, const T* w_hh, const float* packed, T* gates) {
+void recurrent_gates(int m, int H, int j0, int j1, int c0, int c1, int R, const T* h, const T* w_hh,
+                     const float* packed, T* gates) {
   if constexpr (std::is_same_v<T, float>) {
     if (packed != nullptr) {
       const auto block = static_cast<int64_t>(packed_elems(R, j1 - j0));
-      return packed_gemm_blocks(m, j1 - j0, R, h, R, 4, packed, block, true, gates + j0, 4 * H, H);
+      return packed_gemm_blocks(m, c1 - c0, R, h, R, 4, packed + packed_elems(R, c0 - j0), block, true, gates + c0,
+                                4 * H, H);
     }
   }
-  gate_gemm<T>(m, H, j0, j1, R, h, w_hh, T(1), gates);
+  gate_gemm<T>(m, H, c0, c1, R, h, w_hh, T(1), gates);
+}
+
+// Units per chunk of a time step (whole panels): the chunk's gates, rows x 4 x units floats, up to 128 kB,
+// stay in L2 from the recurrent product to the cell update. 64 kB chunks were slower, 256 kB no faster.
+int step_chunk_units(int rows) { return std::max(16, 32 * 1024 / (4 * std::max(rows, 1)) / 16 * 16); }
+
+// One time step of a member's units [j0, j1) over rows [0, bt): gates += h_prev W_hh^T (h_prev null: zero),
+// then the cell (cell_forward's arguments), chunk by chunk of units, so that the cell reads each chunk's
+// gates while they are in L2; after the whole product (L: 512 kB a member) they came back from memory. L's
+// forward pass on 2 threads 1.02-1.11x faster, S's and B's steps are one chunk (Zen 4, docs/benchmarks.md,
+// session 27). The chunks change no result: each gate is the same product, each cell the same lanes.
+template <class T>
+void lstm_step(int bt, int H, int j0, int j1, int R, const T* h_prev, const T* w_hh, const float* packed, T* gates,
+               const T* b_ih, const T* b_hh, const T* c_prev, T* cell, T* h, bool keep) {
+  const int chunk = step_chunk_units(bt);
+  for (int c0 = j0; c0 < j1; c0 += chunk) {
+    const int c1 = std::min(j1, c0 + chunk);
+    if (h_prev != nullptr) recurrent_gates<T>(bt, H, j0, j1, c0, c1, R, h_prev, w_hh, packed, gates);
+    cell_forward(bt, H, c0, c1, gates, b_ih, b_hh, c_prev, cell, h, keep);
+  }
 }
 
 // dw (m x n, ldw) += a^T b (a: rows x m, lda; b: rows x n, ldb), a weight gradient: on the packed kernel
@@ -722,15 +745,13 @@ void lstm_layer_forward(const Packing& packing, const LstmLayerParams<T>& p, con
       // h_{t-1} of the active sequences is a prefix of the previous step's rows (or h0); a zero h0
       // contributes nothing. cache.h_prev keeps it row by row for the single dW_hh GEMM of backward.
       const T* h_prev = t > 0 ? y + packing.step_offset[t - 1] * R : h0;
-      if (h_prev != nullptr) {
-        recurrent_gates<T>(bt, H, j0, j1, R, h_prev, p.w_hh, mine, cache.gates + off * 4 * H);
+      if (h_prev != nullptr)
         copy_cols(h_prev, bt, R, q0, q1, cache.h_prev + off * R);
-      } else {
+      else
         for (int b = 0; b < bt; ++b) std::fill(cache.h_prev + (off + b) * R + q0, cache.h_prev + (off + b) * R + q1, T(0));
-      }
       const T* c_prev = t > 0 ? cache.cell + packing.step_offset[t - 1] * H : c0;
-      cell_forward(bt, H, j0, j1, cache.gates + off * 4 * H, p.b_ih, p.b_hh, c_prev, cache.cell + off * H,
-                   proj ? cache.m + off * H : y + off * H, true);
+      lstm_step<T>(bt, H, j0, j1, R, h_prev, p.w_hh, mine, cache.gates + off * 4 * H, p.b_ih, p.b_hh, c_prev,
+                   cache.cell + off * H, proj ? cache.m + off * H : y + off * H, true);
       sync(team);
       if (!proj) continue;
       gemm<T>(false, true, bt, q1 - q0, H, T(1), cache.m + off * H, H, p.w_hr + int64_t{q0} * H, H, T(0),
@@ -797,8 +818,8 @@ void inference_by_sequences(const Packing& packing, const LstmLayerParams<T>& p,
       const int64_t off = packing.step_offset[t] + s0;
       weights_product<T>(rows, G, I, x + off * I, I, true, p.w_ih, I, w_ih, gates, G);
       const T* h_prev = t > 0 ? y + (packing.step_offset[t - 1] + s0) * H : h0 != nullptr ? h0 + state0 : nullptr;
-      if (h_prev != nullptr) recurrent_gates<T>(rows, H, 0, H, H, h_prev, p.w_hh, w_hh, gates);
-      cell_forward(rows, H, 0, H, gates, p.b_ih, p.b_hh, nullptr, cell + state0, y + off * H, false);
+      lstm_step<T>(rows, H, 0, H, H, h_prev, p.w_hh, w_hh, gates, p.b_ih, p.b_hh, nullptr, cell + state0, y + off * H,
+                   false);
     }
     for (int b = s0; b < s1; ++b) {
       const int64_t r = packing.row(packing.lengths[b] - 1, b), s = static_cast<int64_t>(b) * H;
@@ -854,8 +875,7 @@ void lstm_layer_inference(const Packing& packing, const LstmLayerParams<T>& p, c
         const int64_t off = packing.step_offset[t];
         T* g = gates + (off - base) * G;
         const T* h_prev = t > 0 ? y + packing.step_offset[t - 1] * H : h0;
-        if (h_prev != nullptr) recurrent_gates<T>(bt, H, j0, j1, H, h_prev, p.w_hh, mine, g);
-        cell_forward(bt, H, j0, j1, g, p.b_ih, p.b_hh, nullptr, cell, y + off * H, false);
+        lstm_step<T>(bt, H, j0, j1, H, h_prev, p.w_hh, mine, g, p.b_ih, p.b_hh, nullptr, cell, y + off * H, false);
         sync(team);
       }
       t0 = t1;
