@@ -5,6 +5,10 @@
 #include <cstring>
 #include <initializer_list>
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#include <cpuid.h>  // the CPU family for the K block (takes_k512)
+#endif
+
 #include "rnn_dist/util/error.h"
 
 namespace rnn_dist::cpu {
@@ -315,13 +319,29 @@ int runnable_variants() {
   return 1;
 }
 
-// Zen 4 (AMD's family 25 with AVX-512; its Zen 3 has none) takes the K blocks of 512, every other CPU
-// the widest instruction set's blocks of 128: measured on Zen 4 and Ice Lake only (bench/packed_gemm_bench
-// says on any host which is faster there).
+#ifdef RNN_DIST_PACKED_X86
+// The CPU's family as cpuid gives it (base family, plus the extended family where the base is 15), on
+// AMD's CPUs; 0 on any other vendor's. (GCC 12's __builtin_cpu_is knows AMD's families up to 25 only.)
+int amd_family() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return 0;
+  char vendor[12];
+  std::memcpy(vendor, &ebx, 4), std::memcpy(vendor + 4, &edx, 4), std::memcpy(vendor + 8, &ecx, 4);
+  if (std::memcmp(vendor, "AuthenticAMD", 12) != 0 || __get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return 0;
+  const int base = (eax >> 8) & 0xf;
+  return base == 0xf ? base + static_cast<int>((eax >> 20) & 0xff) : base;
+}
+#endif
+
+// Zen 4 and Zen 5 (AMD's families 25 and 26 with AVX-512; Zen 3, also 25, has none) take the K blocks of
+// 512, every other CPU the widest instruction set's blocks of 128: measured on Zen 4, Zen 5 (its kernel
+// 1.06x on S's recurrent product, 1.10x on L's, 1.02x over every shape: docs/benchmarks.md, session 28)
+// and Ice Lake only (bench/packed_gemm_bench says on any host which is faster there).
 bool takes_k512() {
 #ifdef RNN_DIST_PACKED_X86
   __builtin_cpu_init();
-  return __builtin_cpu_is("amdfam19h") && __builtin_cpu_supports("x86-64-v4");
+  const int family = amd_family();
+  return (family == 25 || family == 26) && __builtin_cpu_supports("x86-64-v4");
 #else
   return false;
 #endif

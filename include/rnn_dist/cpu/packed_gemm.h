@@ -75,7 +75,7 @@ int packed_gemm_tn_tallest_rows();
 int packed_gemm_variants();
 const char* packed_gemm_variant_name(int variant);
 int packed_gemm_best_variant();
-// Whether that variant multiplies in K blocks of 512 (Zen 4), where its weight gradients outrun even
+// Whether that variant multiplies in K blocks of 512 (Zen 4 and Zen 5), where its weight gradients outrun even
 // OpenBLAS's AVX-512 kernels (cpu_kernels.h, weight_gradients()).
 bool packed_gemm_long_k_blocks();
 // Whether that variant is an AVX-512 one.
