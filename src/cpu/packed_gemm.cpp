@@ -360,7 +360,7 @@ int best_variant() {
 
 const Variant& best() { return kVariants[best_variant()]; }
 
-// packed_gemm_tn's tallest K block: 256 rows, or the kernel's K block where that is longer (Zen 4's 512),
+// packed_gemm_tn's tallest K block: 256 rows, or the kernel's K block where that is longer (Zen 4's and Zen 5's 512),
 // whose weight gradients pass C (L's: 16 MB, from L3) half as often: L's dW 1.05-1.06x and S's
 // 1.01-1.04x the blocks of 256, and then 1.02-1.12x OpenBLAS's AVX-512 kernels (docs/benchmarks.md,
 // session 26).

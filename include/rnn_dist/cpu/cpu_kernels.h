@@ -92,7 +92,8 @@ size_t lstm_packed_elems(int input, int hidden, int proj, int members);
 // host and the environment alone, never from timing, so that a resumed run on the same host multiplies
 // as the first did: packed where OpenBLAS's kernels are narrower than the CPU's AVX-512
 // (blas_kernels_leave_avx512_unused()) and the packed kernel runs AVX-512, or where it takes K blocks of
-// 512 (Zen 4: 1.02-1.12x OpenBLAS's AVX-512 kernels, session 26), else BLAS. Tests and onednn_lstm set each.
+// 512 (Zen 4: 1.02-1.12x OpenBLAS's AVX-512 kernels, session 26; Zen 5 measured only against the
+// AVX2 kernels its environment selects, session 28), else BLAS. Tests and onednn_lstm set each.
 enum class WeightGradients { blas, packed };
 WeightGradients weight_gradients();
 void set_weight_gradients(WeightGradients how);
