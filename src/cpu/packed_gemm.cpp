@@ -5,8 +5,10 @@
 #include <cstring>
 #include <initializer_list>
 
+// The x86 variants need GCC's target attributes; cpuid gives the CPU family for the K block (takes_k512).
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#include <cpuid.h>  // the CPU family for the K block (takes_k512)
+#define RNN_DIST_PACKED_X86 1
+#include <cpuid.h>
 #endif
 
 #include "rnn_dist/util/error.h"
@@ -280,8 +282,7 @@ void product_base(int m, int k, const float* a, int lda, bool a_transposed, cons
                   bool accumulate) {
   product<F4, 2, 1>(m, k, a, lda, a_transposed, targets, count, accumulate);
 }
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define RNN_DIST_PACKED_X86 1
+#ifdef RNN_DIST_PACKED_X86
 [[gnu::target("arch=x86-64-v3")]] void product_avx2(int m, int k, const float* a, int lda, bool a_transposed,
                                                    const Target* targets, int count, bool accumulate) {
   product<F8, 6, 1>(m, k, a, lda, a_transposed, targets, count, accumulate);

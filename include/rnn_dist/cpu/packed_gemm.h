@@ -10,8 +10,8 @@
 // MR values of each k together): L's LSTM 1.09-1.16x faster, S's unchanged (session 18). The layer-wide products
 // with the input weights (x W_ih^T over every row, and dx = dG W_ih) go through it too, in blocks of rows that stay
 // in L2: faster than OpenBLAS's at those shapes, most of all where the input is narrow (K or N = 64: +24% and +44%).
-// The kernel is compiled for AVX-512 (in K blocks of 128, and of 512 for Zen 4 and Zen 5: sessions 26, 28), AVX2 and the
-// x86-64 baseline, and the best the CPU runs is taken; the K blocks change no result.
+// The kernel is compiled for AVX-512 (in K blocks of 128, and of 512 for Zen 4 and Zen 5: sessions 26, 28),
+// AVX2 and the x86-64 baseline, and the best the CPU runs is taken; the K blocks change no result.
 #pragma once
 
 #include <cstddef>
